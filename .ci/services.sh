@@ -1,0 +1,252 @@
+#!/usr/bin/env bash
+# Installs and starts the real brokers the driver tests talk to, on loopback
+# only and on ports no default installation uses:
+#
+#   mosquitto          MQTT   127.0.0.1:18831
+#   ActiveMQ 5.17      MQTT   127.0.0.1:18832
+#   redis-server       Redis  127.0.0.1:16379
+#
+# Run as root on Debian 12. Idempotent: a service whose port already answers
+# is left alone. Everything it says goes to stderr; stdout carries only the
+# `export` lines, so CI can do:
+#
+#   eval "$(bash .ci/services.sh)"
+#
+# State (configs, logs, pid files, data) lives in $PLANRUN_SERVICES_DIR
+# (default /var/lib/planrun-services). Stop everything with
+#   bash .ci/services.sh stop
+set -euo pipefail
+
+exec 3>&1 1>&2
+
+STATE=${PLANRUN_SERVICES_DIR:-/var/lib/planrun-services}
+MOSQUITTO_PORT=18831
+ACTIVEMQ_PORT=18832
+REDIS_PORT=16379
+ACTIVEMQ_BOOT_TIMEOUT=${ACTIVEMQ_BOOT_TIMEOUT:-90}
+
+log() { printf 'services: %s\n' "$*"; }
+die() {
+	printf 'services: error: %s\n' "$*"
+	exit 1
+}
+
+# port_open reports whether something accepts TCP connections on 127.0.0.1:$1.
+port_open() {
+	(exec 9<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
+# wait_port waits up to $2 seconds for 127.0.0.1:$1 to accept; $3 is a pid
+# that must stay alive meanwhile (optional).
+wait_port() {
+	local port=$1 timeout=$2 pid=${3:-} i
+	for ((i = 0; i < timeout * 4; i++)); do
+		port_open "$port" && return 0
+		if [[ -n $pid ]] && ! kill -0 "$pid" 2>/dev/null; then
+			return 1
+		fi
+		sleep 0.25
+	done
+	return 1
+}
+
+alive() { [[ -f $1 ]] && kill -0 "$(cat "$1")" 2>/dev/null; }
+
+stop_pidfile() {
+	local f=$1 pid i
+	alive "$f" || {
+		rm -f "$f"
+		return 0
+	}
+	pid=$(cat "$f")
+	kill "$pid" 2>/dev/null || true
+	for ((i = 0; i < 80; i++)); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.25
+	done
+	kill -9 "$pid" 2>/dev/null || true
+	rm -f "$f"
+}
+
+if [[ ${1:-start} == stop ]]; then
+	stop_pidfile "$STATE/mosquitto/mosquitto.pid"
+	stop_pidfile "$STATE/activemq/activemq.pid"
+	stop_pidfile "$STATE/redis/redis.pid"
+	log "stopped"
+	exit 0
+fi
+
+[[ $(id -u) == 0 ]] || die "run as root (it installs packages)"
+
+install_packages() {
+	local pkgs=(mosquitto redis-server activemq libmqtt-client-java) missing=() p
+	for p in "${pkgs[@]}"; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+	done
+	((${#missing[@]} == 0)) && return 0
+	log "installing ${missing[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	# Keep the packages' own services (mosquitto on 1883, redis on 6379)
+	# from starting: the tests use private instances on other ports.
+	local made_policy=0
+	if [[ ! -e /usr/sbin/policy-rc.d ]]; then
+		printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
+		chmod 755 /usr/sbin/policy-rc.d
+		made_policy=1
+	fi
+	local rc=0
+	apt-get update -q || rc=$?
+	if ((rc == 0)); then
+		apt-get install -y -q --no-install-recommends "${missing[@]}" || rc=$?
+	fi
+	((made_policy)) && rm -f /usr/sbin/policy-rc.d
+	((rc == 0)) || die "apt-get failed ($rc)"
+}
+
+start_mosquitto() {
+	local dir=$STATE/mosquitto
+	if port_open $MOSQUITTO_PORT; then
+		log "mosquitto: 127.0.0.1:$MOSQUITTO_PORT already answers"
+		return 0
+	fi
+	mkdir -p "$dir"
+	# max_queued_messages/max_inflight_messages 0 = no limit, so QoS 1
+	# bursts and persistent sessions are not trimmed by the broker.
+	cat >"$dir/mosquitto.conf" <<EOF
+pid_file $dir/mosquitto.pid
+persistence false
+log_dest file $dir/mosquitto.log
+log_type error
+log_type warning
+log_type notice
+listener $MOSQUITTO_PORT 127.0.0.1
+allow_anonymous true
+max_queued_messages 0
+max_inflight_messages 0
+max_connections -1
+EOF
+	if id mosquitto >/dev/null 2>&1; then
+		chown -R mosquitto: "$dir"
+	fi
+	rm -f "$dir/mosquitto.pid"
+	log "mosquitto: starting on 127.0.0.1:$MOSQUITTO_PORT"
+	(
+		ulimit -n 65536 2>/dev/null || true
+		mosquitto -c "$dir/mosquitto.conf" -d
+	)
+	wait_port $MOSQUITTO_PORT 20 || die "mosquitto did not start; see $dir/mosquitto.log"
+}
+
+start_redis() {
+	local dir=$STATE/redis
+	if port_open $REDIS_PORT; then
+		log "redis: 127.0.0.1:$REDIS_PORT already answers"
+		return 0
+	fi
+	mkdir -p "$dir"
+	log "redis: starting on 127.0.0.1:$REDIS_PORT"
+	redis-server --port $REDIS_PORT --bind 127.0.0.1 --daemonize yes --save '' --appendonly no \
+		--dir "$dir" --pidfile "$dir/redis.pid" --logfile "$dir/redis.log"
+	wait_port $REDIS_PORT 20 || die "redis-server did not start; see $dir/redis.log"
+}
+
+# find_jar prints the first /usr/share/java jar whose name matches $1
+# (unversioned name preferred).
+find_jar() {
+	local f
+	for f in "/usr/share/java/$1.jar" /usr/share/java/"$1"-[0-9]*.jar; do
+		[[ -f $f ]] && {
+			echo "$f"
+			return 0
+		}
+	done
+	return 1
+}
+
+start_activemq() {
+	local dir=$STATE/activemq home=/usr/share/activemq
+	if port_open $ACTIVEMQ_PORT; then
+		log "activemq: 127.0.0.1:$ACTIVEMQ_PORT already answers"
+		return 0
+	fi
+	[[ -f $home/bin/activemq.jar ]] || die "activemq: $home/bin/activemq.jar missing"
+	[[ -e $home/lib/activemq-mqtt.jar ]] || die "activemq: $home/lib/activemq-mqtt.jar missing (the MQTT connector)"
+	mkdir -p "$dir/conf" "$dir/lib" "$dir/data" "$dir/tmp"
+	# The MQTT connector needs the FuseSource MQTT codec and HawtDispatch,
+	# which the activemq package does not put on its class path; the
+	# launcher adds ${activemq.base}/lib, so link them there.
+	local j path
+	for j in mqtt-client hawtdispatch hawtdispatch-transport hawtbuf; do
+		path=$(find_jar "$j") || die "activemq: /usr/share/java/$j.jar not found (package libmqtt-client-java and its dependencies)"
+		ln -sf "$path" "$dir/lib/$j.jar"
+	done
+	cat >"$dir/conf/activemq.xml" <<EOF
+<beans xmlns="http://www.springframework.org/schema/beans"
+       xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"
+       xsi:schemaLocation="http://www.springframework.org/schema/beans http://www.springframework.org/schema/beans/spring-beans.xsd
+                           http://activemq.apache.org/schema/core http://activemq.apache.org/schema/core/activemq-core.xsd">
+  <broker xmlns="http://activemq.apache.org/schema/core" brokerName="planrun-test"
+          useJmx="false" persistent="false" advisorySupport="false"
+          dataDirectory="$dir/data" schedulePeriodForDestinationPurge="0">
+    <systemUsage>
+      <systemUsage>
+        <memoryUsage><memoryUsage limit="256 mb"/></memoryUsage>
+        <tempUsage><tempUsage limit="1 gb"/></tempUsage>
+      </systemUsage>
+    </systemUsage>
+    <transportConnectors>
+      <transportConnector name="mqtt" uri="mqtt://127.0.0.1:$ACTIVEMQ_PORT?maximumConnections=100000&amp;wireFormat.maxFrameSize=104857600"/>
+    </transportConnectors>
+  </broker>
+</beans>
+EOF
+	# Debian builds ActiveMQ against log4j 1.2: warnings and errors to the log.
+	cat >"$dir/conf/log4j.properties" <<EOF
+log4j.rootLogger=WARN, out
+log4j.appender.out=org.apache.log4j.ConsoleAppender
+log4j.appender.out.layout=org.apache.log4j.PatternLayout
+log4j.appender.out.layout.ConversionPattern=%d %-5p [%c{1}] %m%n
+EOF
+	local java
+	java=$(command -v java) || die "activemq: java not found"
+	log "activemq: starting on 127.0.0.1:$ACTIVEMQ_PORT (boot takes a while)"
+	(
+		cd "$dir"
+		ulimit -n 65536 2>/dev/null || true
+		# The broker runs in the foreground of a background job, so its pid
+		# is the java process itself.
+		exec setsid "$java" -Xms64m -Xmx512m -Djava.awt.headless=true \
+			--add-reads=java.xml=java.logging \
+			--add-opens java.base/java.security=ALL-UNNAMED \
+			--add-opens java.base/java.net=ALL-UNNAMED \
+			--add-opens java.base/java.lang=ALL-UNNAMED \
+			--add-opens java.base/java.util=ALL-UNNAMED \
+			--add-opens java.naming/javax.naming.spi=ALL-UNNAMED \
+			--add-opens java.base/java.util.concurrent=ALL-UNNAMED \
+			--add-opens java.base/java.util.concurrent.atomic=ALL-UNNAMED \
+			-Dactivemq.home="$home" -Dactivemq.base="$dir" -Dactivemq.conf="$dir/conf" \
+			-Dactivemq.data="$dir/data" -Djava.io.tmpdir="$dir/tmp" \
+			-Dlog4j.configuration="file:$dir/conf/log4j.properties" \
+			-jar "$home/bin/activemq.jar" start "xbean:file:$dir/conf/activemq.xml" \
+			</dev/null >"$dir/activemq.log" 2>&1
+	) &
+	local pid=$!
+	echo "$pid" >"$dir/activemq.pid"
+	if ! wait_port $ACTIVEMQ_PORT "$ACTIVEMQ_BOOT_TIMEOUT" "$pid"; then
+		tail -n 40 "$dir/activemq.log" || true
+		die "activemq did not open 127.0.0.1:$ACTIVEMQ_PORT within ${ACTIVEMQ_BOOT_TIMEOUT}s; see $dir/activemq.log"
+	fi
+}
+
+install_packages
+mkdir -p "$STATE"
+start_mosquitto
+start_redis
+start_activemq
+log "all services up (state in $STATE; stop with: bash .ci/services.sh stop)"
+
+cat >&3 <<EOF
+export PLANRUN_TEST_MOSQUITTO=tcp://127.0.0.1:$MOSQUITTO_PORT
+export PLANRUN_TEST_ACTIVEMQ=tcp://127.0.0.1:$ACTIVEMQ_PORT
+export PLANRUN_TEST_REDIS=127.0.0.1:$REDIS_PORT
+EOF

@@ -1,0 +1,193 @@
+// Package drivers defines what a protocol driver provides to planrun and keeps
+// the registry of drivers by name. A driver only connects, sends and receives:
+// pacing, counting and timing stay in package workloads.
+package drivers
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+)
+
+// Message is one message as a workload sends it or a consumer receives it.
+type Message struct {
+	Topic string
+	Key   []byte
+	Value []byte
+	// Source is the index of the sending client for drivers that hold many
+	// client connections (MQTT fleets); the workload sets it, the driver may
+	// use it to pick the connection and expand topic templates.
+	Source int
+	// Partition and Offset are set on received messages when the protocol
+	// has them (Kafka partition, RocketMQ queue); -1 when unknown.
+	Partition int32
+	Offset    int64
+	// Received is when the driver got the message, for end-to-end latency.
+	Received time.Time
+}
+
+// Driver opens targets of one protocol. Config types are plain structs with
+// `yaml` tags; the plan loader decodes the target's section into them and
+// reports unknown keys with their position, so drivers never see raw YAML.
+type Driver interface {
+	// NewTargetConfig returns a pointer to a zero target config struct.
+	NewTargetConfig() any
+	// Open connects (or starts an embedded broker) for a decoded config.
+	Open(ctx context.Context, cfg any) (Target, error)
+}
+
+// ProduceOptioner is implemented by drivers with driver-specific fields in a
+// workload's produce section (acks, qos, clients...). The returned pointer is
+// decoded from the same YAML mapping as the generic produce fields.
+type ProduceOptioner interface {
+	NewProduceOptions() any
+}
+
+// ConsumeOptioner is the consume-side counterpart of ProduceOptioner.
+type ConsumeOptioner interface {
+	NewConsumeOptions() any
+}
+
+// ConfigChecker lets a driver check a decoded target config at load time,
+// beyond what types express (mutually exclusive fields and so on).
+type ConfigChecker interface {
+	CheckConfig(cfg any) error
+}
+
+// Target is one connected endpoint (a cluster).
+type Target interface {
+	NewProducer(ctx context.Context, spec ProducerSpec) (Producer, error)
+	NewConsumer(ctx context.Context, spec ConsumerSpec) (Consumer, error)
+	Close() error
+}
+
+// ProducerSpec says what a workload wants to send.
+type ProducerSpec struct {
+	Workload string // workload name, for error messages and client ids
+	Topic    string
+	Threads  int // how many goroutines will call Send concurrently
+	Options  any // the driver's produce options (ProduceOptioner), or nil
+}
+
+// ConsumerSpec says what a workload wants to receive.
+type ConsumerSpec struct {
+	Workload string
+	Topic    string
+	Group    string
+	// FromLatest starts a group with no committed offset at the end of the
+	// topic instead of the beginning.
+	FromLatest bool
+	// Instance distinguishes several consumers of one group in one process.
+	Instance string
+	Options  any
+}
+
+// Producer sends messages. Send is called from many goroutines at once and
+// returns when the broker acknowledged the message (or failed).
+type Producer interface {
+	Send(ctx context.Context, m *Message) error
+	Close() error
+}
+
+// Consumer receives messages for a group. Run calls handle for every message
+// (possibly from several goroutines) until ctx is done and returns nil then.
+// handle may block: that is how a bounded relay pushes back. Close commits the
+// group's position so that a later consumer of the group continues from it.
+type Consumer interface {
+	Run(ctx context.Context, handle func(*Message)) error
+	Close() error
+}
+
+// LagReader is a Target that can ask the broker how far a group is behind.
+type LagReader interface {
+	Lag(ctx context.Context, topic, group string) (int64, error)
+}
+
+// TopicCreator is a Target that can create topics with a partition (queue) count.
+type TopicCreator interface {
+	CreateTopic(ctx context.Context, topic string, partitions int) error
+}
+
+// Gauger is a Producer or Consumer with figures of its own (connected
+// clients, connect failures...). Values are read while the workload runs.
+type Gauger interface {
+	Gauges() map[string]float64
+}
+
+// Describer is a Target that can say what it is connected to, for reports
+// ("kafka 127.0.0.1:9092 (embedded)").
+type Describer interface {
+	Describe() string
+}
+
+var (
+	mu       sync.RWMutex
+	registry = map[string]Driver{}
+)
+
+// Register makes a driver available to plans under name. Drivers call it
+// from init; registering a name twice is a programming error.
+func Register(name string, d Driver) {
+	mu.Lock()
+	defer mu.Unlock()
+	if _, dup := registry[name]; dup {
+		panic(fmt.Sprintf("drivers: %q registered twice", name))
+	}
+	registry[name] = d
+}
+
+// Lookup returns the driver registered under name.
+func Lookup(name string) (Driver, bool) {
+	mu.RLock()
+	defer mu.RUnlock()
+	d, ok := registry[name]
+	return d, ok
+}
+
+// Names lists registered drivers, sorted.
+func Names() []string {
+	mu.RLock()
+	defer mu.RUnlock()
+	names := make([]string, 0, len(registry))
+	for n := range registry {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Sourcer is a Producer that holds several client connections (an MQTT
+// fleet). The workload spreads Message.Source over 0..Sources()-1 and an
+// `interval` pace means one message per source per interval.
+type Sourcer interface {
+	Sources() int
+}
+
+// Connector is a Target that can hold idle connections without sending:
+// the `connect` workload, for connection-scale tests. Options are the
+// driver's produce options (ProduceOptioner) decoded from the workload.
+type Connector interface {
+	Connect(ctx context.Context, spec ConnectSpec) (Connections, error)
+}
+
+// ConnectSpec says what a connect workload wants.
+type ConnectSpec struct {
+	Workload string
+	Options  any
+}
+
+// Connections are held connections; Gauges reports connected clients,
+// connect failures and connect latency; Close disconnects them all.
+type Connections interface {
+	Gauger
+	Close() error
+}
+
+// Prober is a Target that answers a one-off query for the probe step
+// (a Redis command such as HLEN key). The result is a number, a string or a
+// list, as the protocol returns it.
+type Prober interface {
+	Probe(ctx context.Context, args []string) (any, error)
+}

@@ -1,0 +1,207 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/planrun/planrun/drivers"
+)
+
+const commitInterval = time.Second
+
+// consumer is one member of a consumer group reading one topic.
+type consumer struct {
+	topic, group string
+	cg           sarama.ConsumerGroup
+
+	mu        sync.Mutex
+	closed    bool
+	running   bool
+	runCancel context.CancelFunc
+	runDone   chan struct{}
+
+	partitions atomic.Int64
+	errs       atomic.Int64
+	errsDone   chan struct{}
+}
+
+var _ drivers.Gauger = (*consumer)(nil)
+
+// NewConsumer implements drivers.Target.
+func (t *Target) NewConsumer(ctx context.Context, spec drivers.ConsumerSpec) (drivers.Consumer, error) {
+	if spec.Group == "" {
+		return nil, fmt.Errorf("kafka: consumer of topic %s (workload %s) needs a group", spec.Topic, spec.Workload)
+	}
+	opts, _ := spec.Options.(*ConsumeOptions)
+	if opts == nil {
+		opts = &ConsumeOptions{}
+	}
+	if err := checkConsume(opts); err != nil {
+		return nil, fmt.Errorf("%w (workload %s)", err, spec.Workload)
+	}
+	sc := t.clientConfig()
+	sc.Consumer.Return.Errors = true
+	sc.Consumer.Offsets.AutoCommit.Enable = true
+	sc.Consumer.Offsets.AutoCommit.Interval = commitInterval
+	sc.Consumer.Offsets.Initial = sarama.OffsetOldest
+	if spec.FromLatest {
+		sc.Consumer.Offsets.Initial = sarama.OffsetNewest
+	}
+	if opts.FetchSize > 0 {
+		sc.Consumer.Fetch.Default = int32(opts.FetchSize)
+	}
+	if opts.MaxWait > 0 {
+		sc.Consumer.MaxWaitTime = opts.MaxWait
+	}
+	if opts.SessionTimeout > 0 {
+		sc.Consumer.Group.Session.Timeout = opts.SessionTimeout
+		// Kafka's rule of thumb: three heartbeats per session timeout.
+		sc.Consumer.Group.Heartbeat.Interval = (opts.SessionTimeout / 3).Truncate(time.Millisecond)
+	}
+	strategy, _ := strategyOf(opts.Rebalance)
+	sc.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{strategy}
+	if err := sc.Validate(); err != nil {
+		return nil, fmt.Errorf("kafka: consumer group %s on topic %s (workload %s): %w", spec.Group, spec.Topic, spec.Workload, configError("consume options", err))
+	}
+
+	c := &consumer{topic: spec.Topic, group: spec.Group, errsDone: make(chan struct{})}
+	err := withContext(ctx, func() error {
+		cg, err := sarama.NewConsumerGroup(t.brokers, spec.Group, sc)
+		if err != nil {
+			return err
+		}
+		c.cg = cg
+		return nil
+	}, func() {
+		if c.cg != nil {
+			_ = c.cg.Close()
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("kafka: consumer group %s on topic %s (workload %s): connect to %v: %w", spec.Group, spec.Topic, spec.Workload, t.brokers, err)
+	}
+	// Fetch errors are retried by sarama; they only need counting.
+	go func() {
+		defer close(c.errsDone)
+		for range c.cg.Errors() {
+			c.errs.Add(1)
+		}
+	}()
+	return c, nil
+}
+
+var errConsumerClosed = errors.New("kafka: consumer is closed")
+
+// Run implements drivers.Consumer. It rejoins the group after every
+// rebalance and returns nil when ctx is done or the consumer is closed.
+func (c *consumer) Run(ctx context.Context, handle func(*drivers.Message)) error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return errConsumerClosed
+	}
+	if c.running {
+		c.mu.Unlock()
+		return fmt.Errorf("kafka: consumer group %s on topic %s is already running", c.group, c.topic)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	c.running, c.runCancel, c.runDone = true, cancel, make(chan struct{})
+	done := c.runDone
+	c.mu.Unlock()
+	defer close(done)
+	defer cancel()
+
+	h := &groupHandler{c: c, handle: handle}
+	topics := []string{c.topic}
+	for {
+		// Consume returns after each rebalance; its session release
+		// commits the marked offsets.
+		err := c.cg.Consume(ctx, topics, h)
+		if ctx.Err() != nil || errors.Is(err, sarama.ErrClosedConsumerGroup) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("kafka: consumer group %s on topic %s: %w", c.group, c.topic, err)
+		}
+	}
+}
+
+// Close implements drivers.Consumer: it stops Run, commits every handled
+// message and leaves the group, so the next member starts right after.
+func (c *consumer) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	cancel, done := c.runCancel, c.runDone
+	c.mu.Unlock()
+	if cancel != nil {
+		// Leaving the group before the session released would make the
+		// final commit come from a member the broker no longer knows.
+		cancel()
+		<-done
+	}
+	err := c.cg.Close()
+	<-c.errsDone
+	if err != nil && !errors.Is(err, sarama.ErrClosedConsumerGroup) {
+		return fmt.Errorf("kafka: close consumer group %s on topic %s: %w", c.group, c.topic, err)
+	}
+	return nil
+}
+
+// Gauges implements drivers.Gauger.
+func (c *consumer) Gauges() map[string]float64 {
+	return map[string]float64{
+		"partitions":     float64(c.partitions.Load()),
+		"consume_errors": float64(c.errs.Load()),
+	}
+}
+
+type groupHandler struct {
+	c      *consumer
+	handle func(*drivers.Message)
+}
+
+func (h *groupHandler) Setup(s sarama.ConsumerGroupSession) error {
+	h.c.partitions.Store(int64(len(s.Claims()[h.c.topic])))
+	return nil
+}
+
+func (h *groupHandler) Cleanup(sarama.ConsumerGroupSession) error {
+	h.c.partitions.Store(0)
+	return nil
+}
+
+// ConsumeClaim hands each message over and marks it only once handle
+// returned, so a commit never covers a message the workload did not get.
+func (h *groupHandler) ConsumeClaim(s sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
+	done := s.Context().Done()
+	msgs := claim.Messages()
+	for {
+		select {
+		case m, ok := <-msgs:
+			if !ok {
+				return nil
+			}
+			h.handle(&drivers.Message{
+				Topic:     m.Topic,
+				Key:       m.Key,
+				Value:     m.Value,
+				Partition: m.Partition,
+				Offset:    m.Offset,
+				Received:  time.Now(),
+			})
+			s.MarkMessage(m, "")
+		case <-done:
+			return nil
+		}
+	}
+}

@@ -1,0 +1,545 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/planrun/planrun/drivers"
+	"github.com/planrun/planrun/units"
+)
+
+func testCtx(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func openEmbedded(t testing.TB, cfg *TargetConfig) *Target {
+	t.Helper()
+	if cfg == nil {
+		cfg = &TargetConfig{}
+	}
+	cfg.Brokers = Embedded
+	tg, err := Driver{}.Open(testCtx(t, 10*time.Second), cfg)
+	if err != nil {
+		t.Fatalf("open embedded: %v", err)
+	}
+	t.Cleanup(func() { _ = tg.Close() })
+	return tg.(*Target)
+}
+
+// produce sends the values from threads goroutines and fails the test on
+// any error. Every third message has a key.
+func produce(t testing.TB, tg *Target, topic string, opts *ProduceOptions, threads int, values [][]byte) {
+	t.Helper()
+	ctx := testCtx(t, 20*time.Second)
+	p, err := tg.NewProducer(ctx, drivers.ProducerSpec{Workload: "w", Topic: topic, Threads: threads, Options: opts})
+	if err != nil {
+		t.Fatalf("new producer: %v", err)
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, threads)
+	for range threads {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(values) {
+					return
+				}
+				m := &drivers.Message{Topic: topic, Value: values[i]}
+				if i%3 == 0 {
+					m.Key = []byte(fmt.Sprintf("key-%d", i%17))
+				}
+				if err := p.Send(ctx, m); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("send: %v", err)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatalf("close producer: %v", err)
+	}
+}
+
+// makeValues returns n distinct values "<prefix><index>:" padded to varying
+// sizes, and their total size.
+func makeValues(prefix string, n int) ([][]byte, int64) {
+	vals := make([][]byte, n)
+	var total int64
+	for i := range vals {
+		v := []byte(fmt.Sprintf("%s%06d:", prefix, i))
+		v = append(v, make([]byte, 10+i%200)...)
+		vals[i] = v
+		total += int64(len(v))
+	}
+	return vals, total
+}
+
+// idOf returns the identifying prefix of a value made by makeValues.
+func idOf(v []byte) string {
+	s := string(v)
+	if i := strings.IndexByte(s, ':'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+// collector records what a consumer handled.
+type collector struct {
+	mu     sync.Mutex
+	counts map[string]int
+	bytes  int64
+	total  int
+	parts  map[int32]int
+}
+
+func newCollector() *collector {
+	return &collector{counts: map[string]int{}, parts: map[int32]int{}}
+}
+
+func (c *collector) handle(m *drivers.Message) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.counts[idOf(m.Value)]++
+	c.bytes += int64(len(m.Value))
+	c.total++
+	c.parts[m.Partition]++
+}
+
+func (c *collector) seen() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.total
+}
+
+// running is a consumer whose Run goes on in the background.
+type running struct {
+	c      drivers.Consumer
+	cancel context.CancelFunc
+	err    chan error
+}
+
+func startConsumer(t testing.TB, tg *Target, spec drivers.ConsumerSpec, col *collector) *running {
+	t.Helper()
+	return startConsumerFunc(t, tg, spec, col.handle)
+}
+
+func startConsumerFunc(t testing.TB, tg *Target, spec drivers.ConsumerSpec, handle func(*drivers.Message)) *running {
+	t.Helper()
+	c, err := tg.NewConsumer(testCtx(t, 10*time.Second), spec)
+	if err != nil {
+		t.Fatalf("new consumer: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{c: c, cancel: cancel, err: make(chan error, 1)}
+	go func() { r.err <- c.Run(ctx, handle) }()
+	return r
+}
+
+// stop cancels Run, checks it returned nil and closes the consumer.
+func (r *running) stop(t testing.TB) {
+	t.Helper()
+	r.cancel()
+	select {
+	case err := <-r.err:
+		if err != nil {
+			t.Errorf("run: %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("run did not return after cancel")
+	}
+	if err := r.c.Close(); err != nil {
+		t.Errorf("close consumer: %v", err)
+	}
+}
+
+// waitFor polls cond until it holds or d passes.
+func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func lag(t testing.TB, tg *Target, topic, group string) int64 {
+	t.Helper()
+	n, err := tg.Lag(testCtx(t, 10*time.Second), topic, group)
+	if err != nil {
+		t.Fatalf("lag: %v", err)
+	}
+	return n
+}
+
+func TestProduceConsumeAll(t *testing.T) {
+	tg := openEmbedded(t, nil)
+	const n = 5000
+	vals, size := makeValues("m", n)
+	produce(t, tg, "all", nil, 16, vals)
+
+	if got := lag(t, tg, "all", "g-all"); got != n {
+		t.Fatalf("lag of a group that never committed = %d, want %d", got, n)
+	}
+
+	col := newCollector()
+	r := startConsumer(t, tg, drivers.ConsumerSpec{Workload: "w", Topic: "all", Group: "g-all"}, col)
+	waitFor(t, 20*time.Second, "all messages", func() bool { return col.seen() >= n })
+	r.stop(t)
+
+	if col.total != n || len(col.counts) != n {
+		t.Fatalf("consumed %d messages (%d distinct), want %d", col.total, len(col.counts), n)
+	}
+	if col.bytes != size {
+		t.Fatalf("consumed %d payload bytes, want %d", col.bytes, size)
+	}
+	if len(col.parts) < 2 {
+		t.Errorf("messages landed in %d partitions, want them spread", len(col.parts))
+	}
+	waitFor(t, 10*time.Second, "lag 0", func() bool { return lag(t, tg, "all", "g-all") == 0 })
+}
+
+func TestStopStartContinuesExactly(t *testing.T) {
+	tg := openEmbedded(t, nil)
+	first, _ := makeValues("a", 1000)
+	produce(t, tg, "cold", nil, 8, first)
+
+	spec := drivers.ConsumerSpec{Workload: "w", Topic: "cold", Group: "g-cold"}
+	colA := newCollector()
+	// Hold the first consumer back after 300 messages, as a full relay
+	// would, so that it stops in the middle of the backlog.
+	release := make(chan struct{})
+	var handled atomic.Int64
+	r := startConsumerFunc(t, tg, spec, func(m *drivers.Message) {
+		if handled.Add(1) > 300 {
+			<-release
+		}
+		colA.handle(m)
+	})
+	waitFor(t, 20*time.Second, "part of the backlog", func() bool { return colA.seen() >= 300 })
+	// Close without cancelling first: Close itself must stop Run and commit
+	// what was handled, including the messages released now.
+	close(release)
+	if err := r.c.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	select {
+	case err := <-r.err:
+		if err != nil {
+			t.Fatalf("run after close: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("run did not return after close")
+	}
+	r.cancel()
+	consumedA := colA.seen()
+	for id, c := range colA.counts {
+		if c != 1 {
+			t.Fatalf("first consumer got %s %d times", id, c)
+		}
+	}
+
+	second, _ := makeValues("b", 1000)
+	produce(t, tg, "cold", nil, 8, second)
+	total := len(first) + len(second)
+	if got, want := lag(t, tg, "cold", "g-cold"), int64(total-consumedA); got != want {
+		t.Fatalf("lag before restart = %d, want %d (produced %d, consumed %d)", got, want, total, consumedA)
+	}
+
+	colB := newCollector()
+	r = startConsumer(t, tg, spec, colB)
+	waitFor(t, 20*time.Second, "the rest", func() bool { return colB.seen() >= total-consumedA })
+	r.stop(t)
+
+	dups := 0
+	for id := range colB.counts {
+		if colA.counts[id] > 0 {
+			dups++
+		}
+	}
+	union := len(colA.counts) + len(colB.counts) - dups
+	if union != total {
+		t.Fatalf("union of both consumers = %d distinct messages, want %d", union, total)
+	}
+	if dups > 10 {
+		t.Fatalf("%d messages consumed by both consumers, want at most a few", dups)
+	}
+	t.Logf("first consumer %d, second %d, duplicates %d", consumedA, colB.seen(), dups)
+	waitFor(t, 10*time.Second, "lag 0", func() bool { return lag(t, tg, "cold", "g-cold") == 0 })
+}
+
+func TestCreateTopicPartitions(t *testing.T) {
+	tg := openEmbedded(t, nil)
+	ctx := testCtx(t, 10*time.Second)
+	if err := tg.CreateTopic(ctx, "four", 4); err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	if err := tg.CreateTopic(ctx, "four", 4); err != nil {
+		t.Fatalf("create again: %v", err)
+	}
+	vals, _ := makeValues("p", 400)
+	produce(t, tg, "four", &ProduceOptions{Partitioner: "round_robin"}, 4, vals)
+
+	col := newCollector()
+	r := startConsumer(t, tg, drivers.ConsumerSpec{Workload: "w", Topic: "four", Group: "g-four"}, col)
+	waitFor(t, 20*time.Second, "all messages", func() bool { return col.seen() >= len(vals) })
+	r.stop(t)
+	for p := range col.parts {
+		if p < 0 || p > 3 {
+			t.Fatalf("message from partition %d of a 4-partition topic", p)
+		}
+	}
+	if len(col.parts) < 2 {
+		t.Fatalf("saw partitions %v, want at least two", col.parts)
+	}
+}
+
+func TestFromLatestSkipsBacklog(t *testing.T) {
+	tg := openEmbedded(t, nil)
+	old, _ := makeValues("old", 100)
+	produce(t, tg, "latest", nil, 4, old)
+
+	col := newCollector()
+	r := startConsumer(t, tg, drivers.ConsumerSpec{Workload: "w", Topic: "latest", Group: "g-latest", FromLatest: true}, col)
+	defer r.stop(t)
+	g := r.c.(drivers.Gauger)
+	waitFor(t, 20*time.Second, "partition assignment", func() bool { return g.Gauges()["partitions"] > 0 })
+	// The start offset is resolved shortly after assignment; keep producing
+	// until something new arrives.
+	i := 0
+	waitFor(t, 20*time.Second, "a new message", func() bool {
+		produce(t, tg, "latest", nil, 1, [][]byte{[]byte(fmt.Sprintf("new%06d:", i))})
+		i++
+		return col.seen() > 0
+	})
+	col.mu.Lock()
+	defer col.mu.Unlock()
+	for id := range col.counts {
+		if strings.HasPrefix(id, "old") {
+			t.Fatalf("from-latest consumer got backlog message %s", id)
+		}
+	}
+}
+
+func TestProduceOptions(t *testing.T) {
+	tg := openEmbedded(t, nil)
+	cases := map[string]*ProduceOptions{
+		"acks-none":   {Acks: "none"},
+		"acks-leader": {Acks: "leader", Partitioner: "random"},
+		"gzip":        {Compression: "gzip", Partitioner: "murmur2"},
+		"snappy":      {Compression: "snappy"},
+		"lz4":         {Compression: "lz4", BatchSize: units.Size(16 << 10)},
+		"zstd":        {Compression: "zstd", BatchSize: units.Size(16 << 10), Linger: 2 * time.Millisecond},
+		"idempotent":  {Idempotent: true},
+		"max-msg":     {MaxMessageBytes: units.Size(2 << 20), MaxInFlight: 2},
+	}
+	for name, opts := range cases {
+		t.Run(name, func(t *testing.T) {
+			if err := (Driver{}).CheckConfig(opts); err != nil {
+				t.Fatalf("check: %v", err)
+			}
+			vals, _ := makeValues("o", 200)
+			topic := "opt-" + name
+			produce(t, tg, topic, opts, 8, vals)
+			// acks none is not confirmed: wait for the broker to have it all.
+			waitFor(t, 10*time.Second, "all messages stored", func() bool {
+				return lag(t, tg, topic, "nobody") == int64(len(vals))
+			})
+		})
+	}
+}
+
+func TestSASLEmbedded(t *testing.T) {
+	for _, mech := range []string{"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"} {
+		t.Run(mech, func(t *testing.T) {
+			tg := openEmbedded(t, &TargetConfig{SASL: SASLConfig{Mechanism: mech, User: "bench", Password: "s3cret"}})
+			if d := tg.Describe(); !strings.Contains(d, "sasl "+mech) || strings.Contains(d, "s3cret") {
+				t.Fatalf("describe = %q", d)
+			}
+			vals, _ := makeValues("s", 50)
+			produce(t, tg, "sasl", nil, 4, vals)
+			col := newCollector()
+			r := startConsumer(t, tg, drivers.ConsumerSpec{Workload: "w", Topic: "sasl", Group: "g"}, col)
+			waitFor(t, 20*time.Second, "all messages", func() bool { return col.seen() >= len(vals) })
+			r.stop(t)
+		})
+	}
+}
+
+func TestSASLWrongPasswordNotLeaked(t *testing.T) {
+	cl, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.EnableSASL(), kfake.Superuser("SCRAM-SHA-256", "bench", "right-one"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	cfg := &TargetConfig{
+		Brokers:     strings.Join(cl.ListenAddrs(), ","),
+		SASL:        SASLConfig{Mechanism: "SCRAM-SHA-256", User: "bench", Password: "wrong-pass-xyz"},
+		DialTimeout: time.Second,
+	}
+	tg, err := Driver{}.Open(testCtx(t, 15*time.Second), cfg)
+	if err == nil {
+		_ = tg.Close()
+		t.Fatal("open with a wrong password succeeded")
+	}
+	if strings.Contains(err.Error(), "wrong-pass-xyz") {
+		t.Fatalf("error reveals the password: %v", err)
+	}
+	t.Logf("error: %v", err)
+}
+
+func TestConfigErrors(t *testing.T) {
+	d := Driver{}
+	err := d.CheckConfig(&ProduceOptions{Idempotent: true, Acks: "leader"})
+	if err == nil || !strings.Contains(err.Error(), "idempotent") || !strings.Contains(err.Error(), "acks: all") {
+		t.Fatalf("idempotent with acks leader: %v", err)
+	}
+	if err := d.CheckConfig(&ProduceOptions{Idempotent: true, MaxInFlight: 5}); err == nil || !strings.Contains(err.Error(), "max_in_flight") {
+		t.Fatalf("idempotent with max_in_flight 5: %v", err)
+	}
+
+	tg := openEmbedded(t, nil)
+	_, err = tg.NewProducer(testCtx(t, 5*time.Second), drivers.ProducerSpec{Workload: "w", Topic: "x", Options: &ProduceOptions{Idempotent: true, Acks: "none"}})
+	if err == nil || !strings.Contains(err.Error(), "idempotent needs acks: all") {
+		t.Fatalf("new producer idempotent with acks none: %v", err)
+	}
+
+	for _, bad := range []struct {
+		cfg  any
+		want string
+	}{
+		{&TargetConfig{}, "brokers is empty"},
+		{&TargetConfig{Brokers: "localhost"}, "no port"},
+		{&TargetConfig{Brokers: Embedded, Version: "0.10.2.0"}, "too old"},
+		{&TargetConfig{Brokers: Embedded, Version: "banana"}, "version"},
+		{&TargetConfig{Brokers: "h:1", SASL: SASLConfig{Mechanism: "GSSAPI", User: "u"}}, "not supported"},
+		{&TargetConfig{Brokers: "h:1", SASL: SASLConfig{Mechanism: "PLAIN"}}, "needs sasl.user"},
+		{&TargetConfig{Brokers: "h:1", TLS: TLSConfig{Enabled: true, CertFile: "c.pem"}}, "key_file"},
+		{&TargetConfig{Brokers: Embedded, TLS: TLSConfig{Enabled: true}}, "embedded"},
+		{&ProduceOptions{Acks: "some"}, "acks"},
+		{&ProduceOptions{Compression: "brotli"}, "compression"},
+		{&ProduceOptions{Partitioner: "sticky"}, "partitioner"},
+		{&ConsumeOptions{Rebalance: "cooperative"}, "rebalance"},
+		{&ConsumeOptions{MaxWait: time.Microsecond}, "max_wait"},
+	} {
+		err := d.CheckConfig(bad.cfg)
+		if err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("CheckConfig(%+v) = %v, want an error with %q", bad.cfg, err, bad.want)
+		}
+	}
+}
+
+func TestUnreachableBroker(t *testing.T) {
+	start := time.Now()
+	_, err := Driver{}.Open(testCtx(t, 20*time.Second), &TargetConfig{Brokers: "127.0.0.1:1", DialTimeout: 300 * time.Millisecond})
+	if err == nil {
+		t.Fatal("open of an unreachable broker succeeded")
+	}
+	if !strings.Contains(err.Error(), "127.0.0.1:1") {
+		t.Fatalf("error does not name the broker: %v", err)
+	}
+	if el := time.Since(start); el > 5*time.Second {
+		t.Fatalf("open took %s to fail", el)
+	}
+	t.Logf("error after %s: %v", time.Since(start).Round(time.Millisecond), err)
+
+	// A context deadline bounds Open even if the broker never answers.
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	_, err = Driver{}.Open(ctx, &TargetConfig{Brokers: "127.0.0.1:1"})
+	if err == nil {
+		t.Fatal("open succeeded")
+	}
+}
+
+func TestClosedAndCancelled(t *testing.T) {
+	tg := openEmbedded(t, nil)
+	p, err := tg.NewProducer(testCtx(t, 5*time.Second), drivers.ProducerSpec{Workload: "w", Topic: "c", Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := p.Send(ctx, &drivers.Message{Value: []byte("x")}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("send with cancelled ctx: %v", err)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Send(context.Background(), &drivers.Message{Value: []byte("x")}); err == nil {
+		t.Fatal("send after close succeeded")
+	}
+	if err := p.Close(); err != nil {
+		t.Fatalf("second close: %v", err)
+	}
+
+	if _, err := tg.NewConsumer(testCtx(t, 5*time.Second), drivers.ConsumerSpec{Topic: "c"}); err == nil || !strings.Contains(err.Error(), "group") {
+		t.Fatalf("consumer without group: %v", err)
+	}
+	if !strings.Contains(tg.Describe(), "embedded kfake") || !strings.HasPrefix(tg.Describe(), "kafka 127.0.0.1:") {
+		t.Fatalf("describe = %q", tg.Describe())
+	}
+	if err := tg.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tg.Lag(testCtx(t, time.Second), "c", "g"); err == nil {
+		t.Fatal("lag after close succeeded")
+	}
+}
+
+func TestRegistered(t *testing.T) {
+	if _, ok := drivers.Lookup("kafka"); !ok {
+		t.Fatal("kafka driver not registered")
+	}
+}
+
+func BenchmarkProduce(b *testing.B) {
+	tg := openEmbedded(b, nil)
+	const parallelism = 16
+	p, err := tg.NewProducer(testCtx(b, 10*time.Second), drivers.ProducerSpec{
+		Workload: "bench", Topic: "bench", Threads: parallelism * runtime.GOMAXPROCS(0),
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Close()
+	value := make([]byte, 1024)
+	ctx := context.Background()
+	// Create the topic and warm up metadata before timing.
+	if err := p.Send(ctx, &drivers.Message{Value: value}); err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(value)))
+	b.SetParallelism(parallelism)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		m := &drivers.Message{Value: value}
+		for pb.Next() {
+			if err := p.Send(ctx, m); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+}

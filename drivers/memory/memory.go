@@ -1,0 +1,228 @@
+// Package memory is an in-process broker driver: partitioned topics kept in
+// memory, consumer groups with committed offsets and lag. It has no network
+// and no protocol; it exists to try plans and test the engine in isolation.
+package memory
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/planrun/planrun/drivers"
+)
+
+func init() { drivers.Register("memory", Driver{}) }
+
+// Driver opens in-process brokers.
+type Driver struct{}
+
+// Config is a memory target.
+type Config struct {
+	Partitions int           `yaml:"partitions" doc:"partitions of topics created on first use (default 4)"`
+	Delay      time.Duration `yaml:"delay" doc:"time each send takes before it is acknowledged (default 0s)"`
+	FailEvery  int           `yaml:"fail_every" doc:"refuse every Nth send, to try failure handling (default 0 = never)"`
+}
+
+// NewTargetConfig returns an empty config.
+func (Driver) NewTargetConfig() any { return &Config{} }
+
+// Open starts a fresh broker.
+func (Driver) Open(_ context.Context, cfg any) (drivers.Target, error) {
+	c := *cfg.(*Config)
+	if c.Partitions <= 0 {
+		c.Partitions = 4
+	}
+	return &Broker{cfg: c, topics: map[string]*topic{}, wake: make(chan struct{})}, nil
+}
+
+// Broker is one in-memory broker.
+type Broker struct {
+	cfg    Config
+	mu     sync.Mutex
+	topics map[string]*topic
+	wake   chan struct{} // closed and replaced on every append
+	sends  atomic.Int64
+}
+
+type topic struct {
+	parts   [][][]byte
+	keys    [][][]byte
+	offsets map[string][]int64 // group -> committed offset per partition
+	owners  map[string]int     // group -> active consumers, for partition assignment
+}
+
+// Describe says what this is.
+func (b *Broker) Describe() string { return "in-process memory broker" }
+
+func (b *Broker) topicLocked(name string, parts int) *topic {
+	t := b.topics[name]
+	if t == nil {
+		if parts <= 0 {
+			parts = b.cfg.Partitions
+		}
+		t = &topic{parts: make([][][]byte, parts), keys: make([][][]byte, parts), offsets: map[string][]int64{}, owners: map[string]int{}}
+		b.topics[name] = t
+	}
+	return t
+}
+
+// CreateTopic creates a topic with n partitions.
+func (b *Broker) CreateTopic(_ context.Context, name string, n int) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.topicLocked(name, n)
+	return nil
+}
+
+// Lag is what the group has not committed yet.
+func (b *Broker) Lag(_ context.Context, name, group string) (int64, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	t := b.topicLocked(name, 0)
+	var lag int64
+	offs := t.offsets[group]
+	for p := range t.parts {
+		var o int64
+		if offs != nil {
+			o = offs[p]
+		}
+		lag += int64(len(t.parts[p])) - o
+	}
+	return lag, nil
+}
+
+// Close does nothing: memory is freed with the broker.
+func (b *Broker) Close() error { return nil }
+
+type producer struct {
+	b  *Broker
+	rr atomic.Uint64
+}
+
+// NewProducer returns a sender.
+func (b *Broker) NewProducer(context.Context, drivers.ProducerSpec) (drivers.Producer, error) {
+	return &producer{b: b}, nil
+}
+
+func (p *producer) Send(ctx context.Context, m *drivers.Message) error {
+	b := p.b
+	if b.cfg.Delay > 0 {
+		t := time.NewTimer(b.cfg.Delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	if n := b.sends.Add(1); b.cfg.FailEvery > 0 && n%int64(b.cfg.FailEvery) == 0 {
+		return fmt.Errorf("refused (fail_every %d)", b.cfg.FailEvery)
+	}
+	b.mu.Lock()
+	t := b.topicLocked(m.Topic, 0)
+	var part int
+	if m.Key != nil {
+		h := fnv.New32a()
+		h.Write(m.Key)
+		part = int(h.Sum32() % uint32(len(t.parts)))
+	} else {
+		part = int(p.rr.Add(1) % uint64(len(t.parts)))
+	}
+	t.parts[part] = append(t.parts[part], append([]byte(nil), m.Value...))
+	t.keys[part] = append(t.keys[part], m.Key)
+	close(b.wake)
+	b.wake = make(chan struct{})
+	b.mu.Unlock()
+	return nil
+}
+
+func (p *producer) Close() error { return nil }
+
+type consumer struct {
+	b    *Broker
+	spec drivers.ConsumerSpec
+	mu   sync.Mutex
+	pos  []int64
+}
+
+// NewConsumer joins a group. Partitions are split between the group's
+// consumers by index when they start; that is enough for tests.
+func (b *Broker) NewConsumer(_ context.Context, spec drivers.ConsumerSpec) (drivers.Consumer, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	t := b.topicLocked(spec.Topic, 0)
+	offs := t.offsets[spec.Group]
+	if offs == nil {
+		offs = make([]int64, len(t.parts))
+		if spec.FromLatest {
+			for p := range t.parts {
+				offs[p] = int64(len(t.parts[p]))
+			}
+		}
+		t.offsets[spec.Group] = offs
+	}
+	return &consumer{b: b, spec: spec, pos: append([]int64(nil), offs...)}, nil
+}
+
+func (c *consumer) Run(ctx context.Context, handle func(*drivers.Message)) error {
+	b := c.b
+	for {
+		b.mu.Lock()
+		t := b.topicLocked(c.spec.Topic, 0)
+		wake := b.wake
+		var batch []drivers.Message
+		c.mu.Lock()
+		for p := range t.parts {
+			for c.pos[p] < int64(len(t.parts[p])) && len(batch) < 512 {
+				o := c.pos[p]
+				batch = append(batch, drivers.Message{Topic: c.spec.Topic, Key: t.keys[p][o], Value: t.parts[p][o], Partition: int32(p), Offset: o})
+				c.pos[p]++
+			}
+		}
+		c.mu.Unlock()
+		b.mu.Unlock()
+		if len(batch) == 0 {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-wake:
+			case <-time.After(100 * time.Millisecond):
+				c.commit()
+			}
+			continue
+		}
+		now := time.Now()
+		for i := range batch {
+			batch[i].Received = now
+			handle(&batch[i])
+			if ctx.Err() != nil {
+				// Not handled messages must be read again by the next consumer.
+				c.mu.Lock()
+				for _, m := range batch[i+1:] {
+					c.pos[m.Partition] = min(c.pos[m.Partition], m.Offset)
+				}
+				c.mu.Unlock()
+				c.commit()
+				return nil
+			}
+		}
+		c.commit()
+	}
+}
+
+func (c *consumer) commit() {
+	c.b.mu.Lock()
+	defer c.b.mu.Unlock()
+	t := c.b.topicLocked(c.spec.Topic, 0)
+	c.mu.Lock()
+	copy(t.offsets[c.spec.Group], c.pos)
+	c.mu.Unlock()
+}
+
+func (c *consumer) Close() error {
+	c.commit()
+	return nil
+}

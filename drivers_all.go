@@ -1,0 +1,8 @@
+package main
+
+// The drivers, steps and reporters a planrun binary offers: each registers
+// itself by name when imported.
+import (
+	_ "github.com/planrun/planrun/drivers/memory"
+	_ "github.com/planrun/planrun/steps"
+)

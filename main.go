@@ -1,0 +1,282 @@
+// Command planrun runs message-broker performance procedures written as
+// YAML plans and prints the tables the procedures ask for.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/planrun/planrun/plan"
+	"github.com/planrun/planrun/reporters"
+	"github.com/planrun/planrun/results"
+	"github.com/planrun/planrun/runner"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+// Exit codes, as the README documents them.
+const (
+	exitOK         = 0
+	exitAssert     = 1
+	exitBadPlan    = 2
+	exitRunFailure = 3
+)
+
+const usage = `planrun runs message-broker load-test plans.
+
+Usage:
+  planrun [flags] PLAN.yaml            run a plan (same as: planrun run PLAN.yaml)
+  planrun run [flags] PLAN.yaml
+  planrun validate PLAN.yaml...        check plans without contacting anything
+  planrun report [--out DIR] RESULT.json   write the reports again from a saved result
+  planrun version
+
+Flags (before or after the plan):
+  --set name=value   override a plan variable (repeatable); for a matrix
+                     variable, a comma-separated list of the values to run
+  --out DIR          where report files go (default: reports)
+  --quiet            no progress lines, only the final report
+
+Exit codes: 0 success, 1 an assert failed, 2 invalid plan or usage,
+3 run-time failure (broker unreachable, step timed out, interrupted).
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+type cli struct {
+	cmd   string
+	sets  map[string]string
+	out   string
+	quiet bool
+	args  []string
+}
+
+func parseArgs(args []string) (*cli, error) {
+	c := &cli{sets: map[string]string{}, out: "reports"}
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		name, val, hasVal := strings.Cut(a, "=")
+		next := func() (string, error) {
+			if hasVal {
+				return val, nil
+			}
+			if i+1 >= len(args) {
+				return "", fmt.Errorf("%s needs a value", name)
+			}
+			i++
+			return args[i], nil
+		}
+		switch name {
+		case "--set", "-set", "-s":
+			v, err := next()
+			if err != nil {
+				return nil, err
+			}
+			k, vv, ok := strings.Cut(v, "=")
+			if !ok || k == "" {
+				return nil, fmt.Errorf("--set %q: write --set name=value", v)
+			}
+			c.sets[k] = vv
+		case "--out", "-out", "-o":
+			v, err := next()
+			if err != nil {
+				return nil, err
+			}
+			c.out = v
+		case "--quiet", "-quiet", "-q":
+			c.quiet = true
+		case "-h", "--help", "-help":
+			c.cmd = "help"
+		default:
+			if strings.HasPrefix(a, "-") && a != "-" {
+				return nil, fmt.Errorf("unknown flag %s", a)
+			}
+			c.args = append(c.args, a)
+		}
+	}
+	if c.cmd == "" {
+		if len(c.args) > 0 {
+			switch c.args[0] {
+			case "run", "validate", "version", "report", "help":
+				c.cmd, c.args = c.args[0], c.args[1:]
+			}
+		}
+		if c.cmd == "" {
+			c.cmd = "run"
+		}
+	}
+	return c, nil
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	c, err := parseArgs(args)
+	if err != nil {
+		fmt.Fprintf(stderr, "planrun: %v\n\n%s", err, usage)
+		return exitBadPlan
+	}
+	switch c.cmd {
+	case "help":
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	case "version":
+		fmt.Fprintf(stdout, "planrun %s\n", version)
+		return exitOK
+	case "validate":
+		return validate(c, stdout, stderr)
+	case "report":
+		return report(c, stdout, stderr)
+	}
+	if len(c.args) != 1 {
+		fmt.Fprintf(stderr, "planrun: run takes one plan file\n\n%s", usage)
+		return exitBadPlan
+	}
+	src, plans, err := runner.Load(c.args[0], runner.Options{Set: c.sets})
+	if err != nil {
+		printPlanErr(stderr, err)
+		return exitBadPlan
+	}
+	if err := os.MkdirAll(c.out, 0o755); err != nil {
+		fmt.Fprintf(stderr, "planrun: --out %s: %v\n", c.out, err)
+		return exitBadPlan
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go func() {
+		// A second signal means the user will not wait for a clean stop.
+		<-ctx.Done()
+		stop()
+		again := make(chan os.Signal, 1)
+		signal.Notify(again, os.Interrupt, syscall.SIGTERM)
+		<-again
+		fmt.Fprintln(stderr, "planrun: second interrupt, exiting without writing reports")
+		os.Exit(exitRunFailure)
+	}()
+	progress := stderr
+	if c.quiet {
+		progress = io.Discard
+	}
+	eng := &runner.Engine{Out: progress, Version: version}
+	res := eng.Execute(ctx, src, plans)
+	paths, werr := writeReports(res, plans[0], c.out)
+	reporters.Render(stdout, res)
+	for _, p := range paths {
+		fmt.Fprintf(stderr, "wrote %s\n", p)
+	}
+	if werr != nil {
+		fmt.Fprintf(stderr, "planrun: writing reports: %v\n", werr)
+		return exitRunFailure
+	}
+	switch res.Status {
+	case results.Passed:
+		return exitOK
+	case results.AssertFail:
+		return exitAssert
+	}
+	fmt.Fprintf(stderr, "planrun: %s: %s\n", res.Status, res.Error)
+	return exitRunFailure
+}
+
+func printPlanErr(w io.Writer, err error) {
+	var le *plan.ListError
+	if errors.As(err, &le) {
+		for _, e := range le.List {
+			fmt.Fprintln(w, e.Error())
+		}
+		return
+	}
+	fmt.Fprintf(w, "planrun: %v\n", err)
+}
+
+func validate(c *cli, stdout, stderr io.Writer) int {
+	if len(c.args) == 0 {
+		fmt.Fprintf(stderr, "planrun: validate takes one or more plan files\n")
+		return exitBadPlan
+	}
+	code := exitOK
+	for _, f := range c.args {
+		_, plans, err := runner.Load(f, runner.Options{Set: c.sets})
+		if err != nil {
+			printPlanErr(stderr, err)
+			code = exitBadPlan
+			continue
+		}
+		runs := ""
+		if len(plans) > 1 {
+			runs = fmt.Sprintf(" (%d matrix runs)", len(plans))
+		}
+		fmt.Fprintf(stdout, "%s: ok%s\n", f, runs)
+	}
+	return code
+}
+
+// writeReports writes the JSON and markdown files and any extra formats.
+func writeReports(res *results.Result, p *runner.Plan, dir string) ([]string, error) {
+	var paths []string
+	var errs []error
+	if !keepSeries(p) {
+		for i := range res.Runs {
+			res.Runs[i].Metrics.Series = nil
+			res.Runs[i].Metrics.ExtraSeries = nil
+		}
+	}
+	outputs := []struct{ name, pattern string }{{"json", p.Report.JSON}, {"markdown", p.Report.Markdown}}
+	for _, f := range p.Report.Formats {
+		outputs = append(outputs, struct{ name, pattern string }{f, "{name}"})
+	}
+	for _, o := range outputs {
+		rep, ok := reporters.Lookup(o.name)
+		if !ok {
+			errs = append(errs, fmt.Errorf("no reporter %q; known: %s", o.name, strings.Join(reporters.Names(), ", ")))
+			continue
+		}
+		base := filepath.Join(dir, strings.TrimSuffix(p.FileName(o.pattern), filepath.Ext(p.FileName(o.pattern))))
+		if err := os.MkdirAll(filepath.Dir(base), 0o755); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		path, err := rep.Write(res, base)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", o.name, err))
+			continue
+		}
+		paths = append(paths, path)
+	}
+	return paths, errors.Join(errs...)
+}
+
+func keepSeries(p *runner.Plan) bool { return p.Report.Series == nil || *p.Report.Series }
+
+func report(c *cli, stdout, stderr io.Writer) int {
+	if len(c.args) != 1 {
+		fmt.Fprintf(stderr, "planrun: report takes one saved result (a .json file written by a run)\n")
+		return exitBadPlan
+	}
+	res, err := results.Load(c.args[0])
+	if err != nil {
+		fmt.Fprintf(stderr, "planrun: %v\n", err)
+		return exitBadPlan
+	}
+	if err := os.MkdirAll(c.out, 0o755); err != nil {
+		fmt.Fprintf(stderr, "planrun: --out %s: %v\n", c.out, err)
+		return exitBadPlan
+	}
+	base := filepath.Join(c.out, res.Plan)
+	path, err := reporters.Markdown{}.Write(res, base)
+	if err != nil {
+		fmt.Fprintf(stderr, "planrun: %v\n", err)
+		return exitRunFailure
+	}
+	reporters.Render(stdout, res)
+	fmt.Fprintf(stderr, "wrote %s\n", path)
+	return exitOK
+}

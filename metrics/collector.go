@@ -1,0 +1,446 @@
+package metrics
+
+import (
+	hdr "github.com/HdrHistogram/hdrhistogram-go"
+	"sort"
+	"sync"
+	"time"
+)
+
+// Backlog is what a consumer group still has to read: messages acked to its
+// topic by this run's producers minus the distinct ones the group received.
+type Backlog struct {
+	Messages int64 `json:"messages" expr:"messages"`
+	Bytes    int64 `json:"bytes" expr:"bytes"`
+}
+
+// Stats is one workload's figures over a window: the run so far (live) or a
+// phase. Rates are messages/s, throughput MB/s (10^6 bytes), latency ms.
+type Stats struct {
+	Running       bool               `json:"running" expr:"running"`
+	Sent          int64              `json:"sent" expr:"sent"`
+	Acked         int64              `json:"acked" expr:"acked"`
+	Failed        int64              `json:"failed" expr:"failed"`
+	Received      int64              `json:"received" expr:"received"`
+	Untracked     int64              `json:"untracked" expr:"untracked"`
+	BytesAcked    int64              `json:"bytes_acked" expr:"bytes_acked"`
+	BytesReceived int64              `json:"bytes_received" expr:"bytes_received"`
+	Duplicates    int64              `json:"duplicates" expr:"duplicates"`
+	Reordered     int64              `json:"reordered" expr:"reordered"`
+	Lost          int64              `json:"lost" expr:"lost"`
+	Rate          float64            `json:"rate" expr:"rate"`
+	SendRate      float64            `json:"send_rate" expr:"send_rate"`
+	RecvRate      float64            `json:"recv_rate" expr:"recv_rate"`
+	SendMBps      float64            `json:"send_mbps" expr:"send_mbps"`
+	RecvMBps      float64            `json:"recv_mbps" expr:"recv_mbps"`
+	MaxSendRate   float64            `json:"max_send_rate" expr:"max_send_rate"`
+	MaxRecvRate   float64            `json:"max_recv_rate" expr:"max_recv_rate"`
+	MaxRate       float64            `json:"max_rate" expr:"max_rate"`
+	Latency       Latency            `json:"latency" expr:"latency"`
+	E2E           Latency            `json:"e2e" expr:"e2e"`
+	LastLatency   float64            `json:"last_latency_ms" expr:"last_latency"`
+	FirstAt       float64            `json:"first_at_s" expr:"first_at"`
+	LastAt        float64            `json:"last_at_s" expr:"last_at"`
+	Duration      float64            `json:"duration_s" expr:"duration"`
+	Backlog       Backlog            `json:"backlog" expr:"backlog"`
+	Lag           int64              `json:"lag" expr:"lag"`
+	Gauges        map[string]float64 `json:"gauges,omitempty" expr:"gauges"`
+}
+
+// Point is one per-second sample of a workload.
+type Point struct {
+	T        float64            `json:"t"` // seconds since the run started
+	Phase    string             `json:"phase"`
+	SendRate float64            `json:"send_rate"`
+	RecvRate float64            `json:"recv_rate"`
+	SendMBps float64            `json:"send_mbps"`
+	RecvMBps float64            `json:"recv_mbps"`
+	P99      float64            `json:"p99_ms"`
+	E2EP99   float64            `json:"e2e_p99_ms"`
+	Backlog  Backlog            `json:"backlog"`
+	Lag      int64              `json:"lag"`
+	Gauges   map[string]float64 `json:"gauges,omitempty"`
+}
+
+// Phase is a named window of a run.
+type Phase struct {
+	Name      string           `json:"name"`
+	Start     float64          `json:"start_s"`
+	End       float64          `json:"end_s"`
+	Workloads map[string]Stats `json:"workloads"`
+	Extra     map[string]Gauge `json:"extra,omitempty"`
+}
+
+// Duration is the phase's length in seconds.
+func (p Phase) Duration() float64 { return p.End - p.Start }
+
+// Gauge summarizes an extra figure (a host or broker metric) over a window.
+type Gauge struct {
+	Avg  float64 `json:"avg" expr:"avg"`
+	Max  float64 `json:"max" expr:"max"`
+	Last float64 `json:"last" expr:"last"`
+	n    int
+}
+
+func (g *Gauge) add(v float64) {
+	if g.n == 0 || v > g.Max {
+		g.Max = v
+	}
+	g.Avg += (v - g.Avg) / float64(g.n+1)
+	g.n++
+	g.Last = v
+}
+
+// ExtraSampler supplies figures that are not workload counters (host CPU,
+// scraped broker metrics), sampled with the workloads every second.
+type ExtraSampler interface {
+	Sample() map[string]float64
+}
+
+type track struct {
+	rec        *Recorder
+	prev       Counters
+	prevAt     time.Time
+	sendRate   float64
+	recvRate   float64
+	sendMBps   float64
+	recvMBps   float64
+	run, phase hists
+	phaseStart Counters
+	phaseMax   [2]float64 // send, recv
+	series     []Point
+}
+
+// Collector samples recorders every second into series, phases and run totals.
+type Collector struct {
+	mu      sync.Mutex
+	start   time.Time
+	tracks  []*track
+	byName  map[string]*track
+	phases  []Phase
+	cur     Phase
+	curAt   time.Time
+	extras  []ExtraSampler
+	extra   map[string]float64
+	runExt  map[string]*Gauge
+	phExt   map[string]*Gauge
+	extraTS []ExtraPoint
+	now     func() time.Time
+}
+
+// ExtraPoint is one per-second sample of the extra figures.
+type ExtraPoint struct {
+	T      float64            `json:"t"`
+	Values map[string]float64 `json:"values"`
+}
+
+// NewCollector starts a run's collection at now with an unnamed first phase.
+func NewCollector(now time.Time) *Collector {
+	c := &Collector{start: now, byName: map[string]*track{}, runExt: map[string]*Gauge{}, phExt: map[string]*Gauge{}, now: time.Now}
+	c.cur = Phase{Name: "", Start: 0}
+	c.curAt = now
+	return c
+}
+
+// Start is when the run started.
+func (c *Collector) Start() time.Time { return c.start }
+
+// Add registers a workload's recorder.
+func (c *Collector) Add(r *Recorder) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := &track{rec: r, prev: r.Counters(), prevAt: c.start, run: newHists(), phase: newHists()}
+	t.phaseStart = t.prev
+	c.tracks = append(c.tracks, t)
+	c.byName[r.Name] = t
+}
+
+// AddExtra registers a sampler of extra figures.
+func (c *Collector) AddExtra(s ExtraSampler) {
+	c.mu.Lock()
+	c.extras = append(c.extras, s)
+	c.mu.Unlock()
+}
+
+// Sample takes one per-second sample. The run calls it from one goroutine.
+func (c *Collector) Sample(now time.Time) {
+	var extra map[string]float64
+	if len(c.extras) > 0 {
+		extra = map[string]float64{}
+		for _, s := range c.extras {
+			for k, v := range s.Sample() {
+				extra[k] = v
+			}
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.sampleLocked(now, extra)
+}
+
+func (c *Collector) sampleLocked(now time.Time, extra map[string]float64) {
+	ts := now.Sub(c.start).Seconds()
+	for _, t := range c.tracks {
+		cur := t.rec.Counters()
+		dt := now.Sub(t.prevAt).Seconds()
+		if dt > 0.05 {
+			d := cur.Sub(t.prev)
+			t.sendRate = float64(d.Acked) / dt
+			t.recvRate = float64(d.Received) / dt
+			t.sendMBps = float64(d.BytesAcked) / dt / 1e6
+			t.recvMBps = float64(d.BytesReceived) / dt / 1e6
+			t.prev, t.prevAt = cur, now
+			// Per-second maxima only count whole seconds, so that a short
+			// flush at a phase change does not pass for a peak.
+			if dt >= 0.9 {
+				t.phaseMax[0] = max(t.phaseMax[0], t.sendRate)
+				t.phaseMax[1] = max(t.phaseMax[1], t.recvRate)
+			}
+		}
+		iv := hists{send: t.rec.SendLatency.Drain(hdrPool.Get().(*hdr.Histogram)), e2e: t.rec.EndToEnd.Drain(hdrPool.Get().(*hdr.Histogram))}
+		t.phase.merge(iv)
+		t.run.merge(iv)
+		p := Point{T: ts, Phase: c.cur.Name, SendRate: t.sendRate, RecvRate: t.recvRate, SendMBps: t.sendMBps, RecvMBps: t.recvMBps,
+			P99: Summarize(iv.send).P99, E2EP99: Summarize(iv.e2e).P99, Backlog: t.rec.backlogValue(), Lag: t.rec.lag.Load(), Gauges: t.rec.gaugeValues()}
+		hdrPool.Put(iv.send)
+		hdrPool.Put(iv.e2e)
+		t.series = append(t.series, p)
+	}
+	if extra != nil {
+		c.extra = extra
+		c.extraTS = append(c.extraTS, ExtraPoint{T: ts, Values: extra})
+		for k, v := range extra {
+			for _, m := range []map[string]*Gauge{c.runExt, c.phExt} {
+				g := m[k]
+				if g == nil {
+					g = &Gauge{}
+					m[k] = g
+				}
+				g.add(v)
+			}
+		}
+	}
+}
+
+// StartPhase closes the current phase (sampling up to now) and opens name.
+// A first phase in which nothing happened is dropped.
+func (c *Collector) StartPhase(name string, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.sampleLocked(now, nil)
+	closed := c.closePhaseLocked(now)
+	if closed.Name != "" || hasActivity(closed) {
+		c.phases = append(c.phases, closed)
+	}
+	c.cur = Phase{Name: name, Start: now.Sub(c.start).Seconds()}
+	c.curAt = now
+	for _, t := range c.tracks {
+		t.phase = newHists()
+		t.phaseStart = t.rec.Counters()
+		t.phaseMax = [2]float64{}
+	}
+	c.phExt = map[string]*Gauge{}
+}
+
+func hasActivity(p Phase) bool {
+	for _, s := range p.Workloads {
+		if s.Acked+s.Received+s.Failed > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// closePhaseLocked returns the current phase's stats as of now.
+func (c *Collector) closePhaseLocked(now time.Time) Phase {
+	p := c.cur
+	p.End = now.Sub(c.start).Seconds()
+	p.Workloads = map[string]Stats{}
+	dur := now.Sub(c.curAt).Seconds()
+	for _, t := range c.tracks {
+		d := t.rec.Counters().Sub(t.phaseStart)
+		s := c.statsLocked(t, d, t.phase)
+		if dur > 0 {
+			s.SendRate = float64(d.Acked) / dur
+			s.RecvRate = float64(d.Received) / dur
+			s.SendMBps = float64(d.BytesAcked) / dur / 1e6
+			s.RecvMBps = float64(d.BytesReceived) / dur / 1e6
+		}
+		s.MaxSendRate, s.MaxRecvRate = t.phaseMax[0], t.phaseMax[1]
+		s.fillRate(t.rec.Kind)
+		p.Workloads[t.rec.Name] = s
+	}
+	p.Extra = gaugeCopy(c.phExt)
+	return p
+}
+
+func gaugeCopy(m map[string]*Gauge) map[string]Gauge {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make(map[string]Gauge, len(m))
+	for k, g := range m {
+		out[k] = *g
+	}
+	return out
+}
+
+// statsLocked fills the fields common to live and phase stats.
+func (c *Collector) statsLocked(t *track, d Counters, h hists) Stats {
+	r := t.rec
+	s := Stats{
+		Running: r.running.Load(), Sent: d.Sent, Acked: d.Acked, Failed: d.Failed,
+		Received: d.Received, Untracked: d.Untracked, BytesAcked: d.BytesAcked, BytesReceived: d.BytesReceived,
+		Duplicates: d.Duplicates, Reordered: d.Reordered,
+		Latency: Summarize(h.send), E2E: Summarize(h.e2e),
+		LastLatency: float64(r.lastLatency.Load()) / 1e6,
+		Backlog:     r.backlogValue(), Lag: r.lag.Load(), Lost: r.lostValue(), Gauges: r.gaugeValues(),
+	}
+	if f := r.firstNanos.Load(); f != 0 {
+		s.FirstAt = time.Unix(0, f).Sub(c.start).Seconds()
+		s.LastAt = time.Unix(0, r.lastNanos.Load()).Sub(c.start).Seconds()
+		s.Duration = s.LastAt - s.FirstAt
+	}
+	return s
+}
+
+func (s *Stats) fillRate(kind string) {
+	if kind == "produce" {
+		s.Rate, s.MaxRate = s.SendRate, s.MaxSendRate
+	} else {
+		s.Rate, s.MaxRate = s.RecvRate, s.MaxRecvRate
+	}
+}
+
+// Snapshot is everything measured so far, read at one instant: what
+// expressions evaluate against and what reports are made from.
+type Snapshot struct {
+	Elapsed     float64            `json:"elapsed_s"`
+	Phase       Phase              `json:"current_phase"`
+	Phases      []Phase            `json:"phases"`
+	Workloads   map[string]Stats   `json:"workloads"`
+	Order       []string           `json:"order"`
+	Extra       map[string]float64 `json:"extra,omitempty"`
+	ExtraRun    map[string]Gauge   `json:"extra_run,omitempty"`
+	Series      map[string][]Point `json:"series,omitempty"`
+	ExtraSeries []ExtraPoint       `json:"extra_series,omitempty"`
+}
+
+// Snapshot reads the live figures: counts since the run started, rates of
+// the last sample, latency over the run. withSeries copies the series too.
+func (c *Collector) Snapshot(now time.Time, withSeries bool) Snapshot {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := Snapshot{Elapsed: now.Sub(c.start).Seconds(), Workloads: map[string]Stats{}}
+	for _, t := range c.tracks {
+		st := c.statsLocked(t, t.rec.Counters(), t.run)
+		st.SendRate, st.RecvRate, st.SendMBps, st.RecvMBps = t.sendRate, t.recvRate, t.sendMBps, t.recvMBps
+		st.MaxSendRate, st.MaxRecvRate = maxOf(t.series, true), maxOf(t.series, false)
+		st.fillRate(t.rec.Kind)
+		s.Workloads[t.rec.Name] = st
+		s.Order = append(s.Order, t.rec.Name)
+		if withSeries {
+			if s.Series == nil {
+				s.Series = map[string][]Point{}
+			}
+			s.Series[t.rec.Name] = append([]Point(nil), t.series...)
+		}
+	}
+	s.Phases = append([]Phase(nil), c.phases...)
+	s.Phase = c.closePhaseLocked(now)
+	if c.extra != nil {
+		s.Extra = make(map[string]float64, len(c.extra))
+		for k, v := range c.extra {
+			s.Extra[k] = v
+		}
+	}
+	s.ExtraRun = gaugeCopy(c.runExt)
+	if withSeries {
+		s.ExtraSeries = append([]ExtraPoint(nil), c.extraTS...)
+	}
+	return s
+}
+
+// Finish closes the last phase and returns the final snapshot with series.
+func (c *Collector) Finish(now time.Time) Snapshot {
+	c.StartPhase("", now)
+	c.mu.Lock()
+	// StartPhase opened an empty trailing phase: the closed list is final.
+	c.cur = Phase{}
+	c.mu.Unlock()
+	s := c.Snapshot(now, true)
+	s.Phase = Phase{}
+	return s
+}
+
+func maxOf(ps []Point, send bool) float64 {
+	m := 0.0
+	for i, p := range ps {
+		// The first sample of a run can cover less than a second.
+		if i == 0 && p.T < 0.9 {
+			continue
+		}
+		if send {
+			m = max(m, p.SendRate)
+		} else {
+			m = max(m, p.RecvRate)
+		}
+	}
+	return m
+}
+
+// PhaseNames lists phase names in order, for reports.
+func (s Snapshot) PhaseNames() []string {
+	names := make([]string, 0, len(s.Phases))
+	for _, p := range s.Phases {
+		names = append(names, p.Name)
+	}
+	return names
+}
+
+// SortedExtra lists the extra figure names, sorted.
+func (s Snapshot) SortedExtra() []string {
+	keys := make([]string, 0, len(s.ExtraRun))
+	for k := range s.ExtraRun {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// Window sums up each workload's samples taken after since (seconds since
+// the start): what the progress lines print.
+type Window struct {
+	SendRate, RecvRate float64
+	SendMBps, RecvMBps float64
+	P99, E2EP99        float64 // highest per-second p99 in the window
+}
+
+// Windows returns each workload's window since the given time.
+func (c *Collector) Windows(since float64) map[string]Window {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[string]Window{}
+	for _, t := range c.tracks {
+		var w Window
+		n := 0
+		for i := len(t.series) - 1; i >= 0 && t.series[i].T > since; i-- {
+			p := t.series[i]
+			w.SendRate += p.SendRate
+			w.RecvRate += p.RecvRate
+			w.SendMBps += p.SendMBps
+			w.RecvMBps += p.RecvMBps
+			w.P99 = max(w.P99, p.P99)
+			w.E2EP99 = max(w.E2EP99, p.E2EP99)
+			n++
+		}
+		if n > 0 {
+			w.SendRate /= float64(n)
+			w.RecvRate /= float64(n)
+			w.SendMBps /= float64(n)
+			w.RecvMBps /= float64(n)
+		}
+		out[t.rec.Name] = w
+	}
+	return out
+}

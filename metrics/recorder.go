@@ -1,0 +1,167 @@
+package metrics
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	hdr "github.com/HdrHistogram/hdrhistogram-go"
+)
+
+// Recorder is what a running workload counts into. Every method is safe
+// for concurrent use and allocation-free.
+type Recorder struct {
+	Name string
+	Kind string // produce, consume, relay...
+
+	sent, acked, failed       atomic.Int64
+	received, untracked       atomic.Int64
+	bytesAcked, bytesReceived atomic.Int64
+	duplicates, reordered     atomic.Int64
+	firstNanos, lastNanos     atomic.Int64 // unix nanos of first/last acked or received message
+	lastLatency               atomic.Int64 // nanos, end-to-end of the last received message
+	running                   atomic.Bool
+	SendLatency, EndToEnd     *Histogram
+	gauges                    atomic.Pointer[func() map[string]float64]
+	backlog                   atomic.Pointer[func() Backlog]
+	lag                       atomic.Int64 // broker-reported lag, -1 unknown
+	lost                      atomic.Pointer[func() int64]
+}
+
+// NewRecorder returns a recorder for one workload.
+func NewRecorder(name, kind string) *Recorder {
+	r := &Recorder{Name: name, Kind: kind, SendLatency: NewHistogram(), EndToEnd: NewHistogram()}
+	r.lag.Store(-1)
+	return r
+}
+
+// SetBacklog installs how this consumer's backlog is computed.
+func (r *Recorder) SetBacklog(f func() Backlog) { r.backlog.Store(&f) }
+
+// SetLost installs how many acked messages this consumer's group has not received.
+func (r *Recorder) SetLost(f func() int64) { r.lost.Store(&f) }
+
+// SetLag stores the broker-reported lag (-1 when unknown).
+func (r *Recorder) SetLag(n int64) { r.lag.Store(n) }
+
+func (r *Recorder) backlogValue() Backlog {
+	if f := r.backlog.Load(); f != nil {
+		return (*f)()
+	}
+	return Backlog{}
+}
+
+func (r *Recorder) lostValue() int64 {
+	if f := r.lost.Load(); f != nil {
+		return (*f)()
+	}
+	return 0
+}
+
+func (r *Recorder) touch(now int64) {
+	r.firstNanos.CompareAndSwap(0, now)
+	r.lastNanos.Store(now)
+}
+
+// Sent counts one send attempt.
+func (r *Recorder) Sent() { r.sent.Add(1) }
+
+// Acked counts one acknowledged message of size bytes and its latency from
+// the intended send time.
+func (r *Recorder) Acked(bytes int, latency time.Duration, now time.Time) {
+	r.acked.Add(1)
+	r.bytesAcked.Add(int64(bytes))
+	r.SendLatency.Record(latency)
+	r.touch(now.UnixNano())
+}
+
+// Failed counts one send the broker refused or that timed out.
+func (r *Recorder) Failed() { r.failed.Add(1) }
+
+// Received counts one received message; e2e < 0 means the message carried
+// no planrun header (no end-to-end latency).
+func (r *Recorder) Received(bytes int, e2e time.Duration, now time.Time) {
+	r.received.Add(1)
+	r.bytesReceived.Add(int64(bytes))
+	if e2e >= 0 {
+		r.EndToEnd.Record(e2e)
+		r.lastLatency.Store(int64(e2e))
+	} else {
+		r.untracked.Add(1)
+	}
+	r.touch(now.UnixNano())
+}
+
+// Duplicate and Reordered count what the sequence tracker found.
+func (r *Recorder) Duplicate() { r.duplicates.Add(1) }
+
+// Reordered counts a message that arrived after a later one of its stream.
+func (r *Recorder) Reordered() { r.reordered.Add(1) }
+
+// SetRunning marks the workload running or stopped.
+func (r *Recorder) SetRunning(b bool) { r.running.Store(b) }
+
+// SetGauges installs a function read at every sample for driver figures.
+func (r *Recorder) SetGauges(f func() map[string]float64) {
+	if f == nil {
+		r.gauges.Store(nil)
+		return
+	}
+	r.gauges.Store(&f)
+}
+
+// Counters is a plain copy of a recorder's counters at one instant.
+type Counters struct {
+	Sent          int64 `json:"sent"`
+	Acked         int64 `json:"acked"`
+	Failed        int64 `json:"failed"`
+	Received      int64 `json:"received"`
+	Untracked     int64 `json:"untracked"`
+	BytesAcked    int64 `json:"bytes_acked"`
+	BytesReceived int64 `json:"bytes_received"`
+	Duplicates    int64 `json:"duplicates"`
+	Reordered     int64 `json:"reordered"`
+}
+
+// Sub returns c - o, field by field.
+func (c Counters) Sub(o Counters) Counters {
+	return Counters{
+		Sent: c.Sent - o.Sent, Acked: c.Acked - o.Acked, Failed: c.Failed - o.Failed,
+		Received: c.Received - o.Received, Untracked: c.Untracked - o.Untracked,
+		BytesAcked: c.BytesAcked - o.BytesAcked, BytesReceived: c.BytesReceived - o.BytesReceived,
+		Duplicates: c.Duplicates - o.Duplicates, Reordered: c.Reordered - o.Reordered,
+	}
+}
+
+// Counters reads the counters.
+func (r *Recorder) Counters() Counters {
+	return Counters{
+		Sent: r.sent.Load(), Acked: r.acked.Load(), Failed: r.failed.Load(),
+		Received: r.received.Load(), Untracked: r.untracked.Load(),
+		BytesAcked: r.bytesAcked.Load(), BytesReceived: r.bytesReceived.Load(),
+		Duplicates: r.duplicates.Load(), Reordered: r.reordered.Load(),
+	}
+}
+
+// gaugeValues reads the driver's gauges, if any.
+func (r *Recorder) gaugeValues() map[string]float64 {
+	if f := r.gauges.Load(); f != nil {
+		return (*f)()
+	}
+	return nil
+}
+
+// hists holds the merged histograms of one window (a phase or the run).
+type hists struct {
+	send, e2e *hdr.Histogram
+}
+
+func newHists() hists { return hists{send: newHDR(), e2e: newHDR()} }
+
+func (h hists) merge(o hists) {
+	h.send.Merge(o.send)
+	h.e2e.Merge(o.e2e)
+}
+
+// spare buffers for Drain, so sampling allocates nothing in steady state.
+var hdrPool = sync.Pool{New: func() any { return newHDR() }}

@@ -1,0 +1,106 @@
+// Package reporters turns a saved result into files people read: markdown
+// tables, JSON, and whatever else registers itself here.
+package reporters
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/olekukonko/tablewriter"
+	"github.com/olekukonko/tablewriter/renderer"
+	"github.com/olekukonko/tablewriter/tw"
+
+	"github.com/planrun/planrun/results"
+)
+
+// Reporter writes one kind of output for a result. base is the path
+// without extension the plan asked for ("results/kafka-perf").
+type Reporter interface {
+	Write(res *results.Result, base string) (path string, err error)
+}
+
+var (
+	mu       sync.RWMutex
+	registry = map[string]Reporter{}
+)
+
+// Register makes a reporter available to plans (report: formats:) by name.
+func Register(name string, r Reporter) {
+	mu.Lock()
+	defer mu.Unlock()
+	if _, dup := registry[name]; dup {
+		panic(fmt.Sprintf("reporters: %q registered twice", name))
+	}
+	registry[name] = r
+}
+
+// Lookup finds a reporter by name.
+func Lookup(name string) (Reporter, bool) {
+	mu.RLock()
+	defer mu.RUnlock()
+	r, ok := registry[name]
+	return r, ok
+}
+
+// Names lists registered reporters.
+func Names() []string {
+	mu.RLock()
+	defer mu.RUnlock()
+	var names []string
+	for n := range registry {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Table renders a markdown table with tablewriter.
+func Table(w io.Writer, header []string, rows [][]string) {
+	t := tablewriter.NewTable(w,
+		tablewriter.WithRenderer(renderer.NewMarkdown()),
+		tablewriter.WithHeaderAutoFormat(tw.Off),
+		tablewriter.WithHeaderAlignment(tw.AlignLeft),
+		tablewriter.WithRowAlignment(tw.AlignRight),
+	)
+	h := make([]any, len(header))
+	for i, c := range header {
+		h[i] = c
+	}
+	t.Header(h...)
+	for _, r := range rows {
+		cells := make([]any, len(r))
+		for i, c := range r {
+			cells[i] = strings.ReplaceAll(c, "|", "\\|")
+		}
+		_ = t.Append(cells...)
+	}
+	_ = t.Render()
+}
+
+// Transpose turns columns into rows: the first column's values become the
+// headings, every other column a row.
+func Transpose(header []string, rows [][]string) ([]string, [][]string) {
+	if len(header) == 0 {
+		return header, rows
+	}
+	nh := []string{header[0]}
+	for _, r := range rows {
+		nh = append(nh, r[0])
+	}
+	var nr [][]string
+	for c := 1; c < len(header); c++ {
+		row := []string{header[c]}
+		for _, r := range rows {
+			if c < len(r) {
+				row = append(row, r[c])
+			} else {
+				row = append(row, "")
+			}
+		}
+		nr = append(nr, row)
+	}
+	return nh, nr
+}

@@ -1,0 +1,127 @@
+// Package results is what a run leaves behind: everything measured, in a
+// form that is saved as JSON and rendered again later by any reporter.
+package results
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/planrun/planrun/metrics"
+)
+
+// Status values of a run and of a whole result.
+const (
+	Passed      = "passed"
+	AssertFail  = "assert-failed"
+	Failed      = "failed"
+	Interrupted = "interrupted"
+)
+
+// Result is one invocation of a plan: one Run per matrix combination.
+type Result struct {
+	Plan        string            `json:"plan"`
+	File        string            `json:"file"`
+	Description string            `json:"description,omitempty"`
+	Title       string            `json:"title,omitempty"`
+	Version     string            `json:"planrun_version"`
+	Started     time.Time         `json:"started"`
+	Finished    time.Time         `json:"finished"`
+	Status      string            `json:"status"`
+	Error       string            `json:"error,omitempty"`
+	Vars        map[string]string `json:"vars"`
+	VarOrder    []string          `json:"var_order,omitempty"`
+	Environment Environment       `json:"environment"`
+	Targets     []Target          `json:"targets,omitempty"`
+	Runs        []Run             `json:"runs"`
+	Tables      []Table           `json:"tables,omitempty"`
+	Units       string            `json:"units"`
+}
+
+// Environment says where the run happened.
+type Environment struct {
+	Host      string `json:"host"`
+	OS        string `json:"os"`
+	Arch      string `json:"arch"`
+	CPUs      int    `json:"cpus"`
+	GoVersion string `json:"go_version"`
+}
+
+// Target records what a target was connected to.
+type Target struct {
+	Name   string `json:"name"`
+	Driver string `json:"driver"`
+	What   string `json:"what,omitempty"`
+}
+
+// Run is one matrix combination's run (the only one without a matrix).
+type Run struct {
+	Index       int               `json:"index"`
+	Label       string            `json:"label,omitempty"`
+	Combination map[string]string `json:"combination,omitempty"`
+	Status      string            `json:"status"`
+	Error       string            `json:"error,omitempty"`
+	FailedStep  string            `json:"failed_step,omitempty"`
+	Started     time.Time         `json:"started"`
+	Finished    time.Time         `json:"finished"`
+	Steps       []Step            `json:"steps"`
+	Asserts     []Assert          `json:"asserts,omitempty"`
+	Probes      map[string]any    `json:"probes,omitempty"`
+	Warnings    []string          `json:"warnings,omitempty"`
+	Metrics     metrics.Snapshot  `json:"metrics"`
+	Kinds       map[string]string `json:"kinds"` // workload -> produce/consume/relay/connect
+}
+
+// Step records one executed step.
+type Step struct {
+	Index    int     `json:"index"`
+	What     string  `json:"what"`
+	Phase    string  `json:"phase,omitempty"`
+	StartS   float64 `json:"start_s"`
+	Duration float64 `json:"duration_s"`
+	Skipped  bool    `json:"skipped,omitempty"`
+	Error    string  `json:"error,omitempty"`
+}
+
+// Assert records one assert's outcome.
+type Assert struct {
+	Step    string `json:"step"`
+	Expr    string `json:"expr"`
+	Message string `json:"message,omitempty"`
+	Passed  bool   `json:"passed"`
+	Detail  string `json:"detail,omitempty"`
+}
+
+// Table is a computed table: reporters only lay it out.
+type Table struct {
+	Title     string     `json:"title"`
+	Columns   []string   `json:"columns"`
+	Rows      [][]string `json:"rows"`
+	Transpose bool       `json:"transpose,omitempty"`
+}
+
+// Save writes r as indented JSON.
+func (r *Result) Save(path string) error {
+	data, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encoding result: %w", err)
+	}
+	return os.WriteFile(path, data, 0o644)
+}
+
+// Load reads a saved result.
+func Load(path string) (*Result, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var r Result
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, fmt.Errorf("%s is not a planrun result: %w", path, err)
+	}
+	if r.Plan == "" && len(r.Runs) == 0 {
+		return nil, fmt.Errorf("%s is not a planrun result (no plan, no runs)", path)
+	}
+	return &r, nil
+}

@@ -1,0 +1,115 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/planrun/planrun/plan"
+)
+
+// CollectorConfig is a decoded collector section. Figures lists the names
+// it provides (available in expressions as <collector>.<figure>); Open
+// starts sampling.
+type CollectorConfig interface {
+	Figures() []string
+	Open(ctx context.Context) (Sampler, error)
+}
+
+// Sampler reads a collector's figures once (called every second).
+type Sampler interface {
+	Sample(ctx context.Context) (map[string]float64, error)
+	Close() error
+}
+
+// CollectorKind is a registered kind of collector (host, prometheus...).
+type CollectorKind struct {
+	Name string
+	Doc  string
+	New  func() CollectorConfig
+}
+
+var (
+	collMu    sync.RWMutex
+	collKinds = map[string]CollectorKind{}
+)
+
+// RegisterCollector makes a collector kind available to plans.
+func RegisterCollector(k CollectorKind) {
+	collMu.Lock()
+	defer collMu.Unlock()
+	if _, dup := collKinds[k.Name]; dup {
+		panic(fmt.Sprintf("runner: collector %q registered twice", k.Name))
+	}
+	collKinds[k.Name] = k
+}
+
+// CollectorKinds lists the registered collector kinds by name.
+func CollectorKinds() []CollectorKind {
+	collMu.RLock()
+	defer collMu.RUnlock()
+	out := make([]CollectorKind, 0, len(collKinds))
+	for _, k := range collKinds {
+		out = append(out, k)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// CollectorDef is a plan's collector.
+type CollectorDef struct {
+	Name     string
+	Kind     string
+	Required bool
+	Config   CollectorConfig
+}
+
+type collectorGeneric struct {
+	Kind     string `yaml:"kind" required:"true" doc:"collector kind"`
+	Required bool   `yaml:"required" doc:"end the run when a sample fails (default: report the failure and go on)"`
+}
+
+func (p *Plan) decodeCollectors(d *plan.Decoder) {
+	d.Mapping(p.keys["collectors"], "collectors", func(name string, k, v *yaml.Node) {
+		what := fmt.Sprintf("collector %q", name)
+		if reserved[name] || !validName(name) || p.Workload(name) != nil {
+			d.Errs.At(k, "collector name %q is not allowed: use letters, digits and _, not a workload's name, and avoid %s", name, reservedList())
+			return
+		}
+		if v.Kind != yaml.MappingNode {
+			d.Errs.At(v, "%s must be a mapping with kind: and its settings", what)
+			return
+		}
+		kindName := ""
+		for i := 0; i+1 < len(v.Content); i += 2 {
+			if v.Content[i].Value == "kind" {
+				kindName, _ = d.Scalar(v.Content[i+1], what+": kind")
+			}
+		}
+		var names []string
+		for _, ck := range CollectorKinds() {
+			names = append(names, ck.Name)
+		}
+		collMu.RLock()
+		kind, ok := collKinds[kindName]
+		collMu.RUnlock()
+		if !ok {
+			d.Errs.At(v, "%s: unknown kind %q%s; known: %s", what, kindName, plan.Suggest(kindName, names), strings.Join(names, ", "))
+			return
+		}
+		var g collectorGeneric
+		cfg := kind.New()
+		d.DecodeStructs(v, what, &g, cfg)
+		if c, ok := cfg.(interface{ Check() error }); ok {
+			if err := c.Check(); err != nil {
+				d.Errs.At(v, "%s: %v", what, err)
+			}
+		}
+		p.Collectors = append(p.Collectors, &CollectorDef{Name: name, Kind: kindName, Required: g.Required, Config: cfg})
+		p.Env.Collectors[name] = cfg.Figures()
+	})
+}

@@ -1,0 +1,328 @@
+package runner
+
+import (
+	"fmt"
+	"os"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/planrun/planrun/drivers"
+	"github.com/planrun/planrun/plan"
+	"github.com/planrun/planrun/workloads"
+)
+
+// Source is a plan file read and checked once; Instance decodes it for one
+// matrix combination (variables differ per combination, so everything that
+// interpolates them is decoded per combination).
+type Source struct {
+	File        string
+	Name        string
+	Description string
+	root        *yaml.Node
+	keys        map[string]*yaml.Node // top-level key -> value node
+	VarOrder    []string
+	Vars        map[string]string // defaults with --set applied, env interpolated
+	Matrix      []MatrixVar
+	Secrets     map[string]bool
+}
+
+// MatrixVar is one matrix variable and its values, in file order.
+type MatrixVar struct {
+	Name   string
+	Values []string
+}
+
+// KV is one variable value of a matrix combination.
+type KV struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+// Plan is a plan decoded for one combination of the matrix.
+type Plan struct {
+	*Source
+	Combination []KV
+	Vars        map[string]string
+	Targets     []*TargetDef
+	Workloads   []*WorkloadDef
+	Steps       []*StepDef
+	Report      ReportSpec
+	Progress    time.Duration
+	Collectors  []*CollectorDef
+	Env         *ExprEnv
+}
+
+// TargetDef is a plan's target.
+type TargetDef struct {
+	Name   string
+	Driver string
+	Config any
+	Topics map[string]TopicSpec
+	drv    drivers.Driver
+}
+
+// TopicSpec is a topic the run creates before its steps.
+type TopicSpec struct {
+	Partitions int `yaml:"partitions" doc:"partitions (Kafka) or queues (RocketMQ) to create the topic with"`
+}
+
+type targetGeneric struct {
+	Driver string               `yaml:"driver" required:"true" doc:"protocol driver"`
+	Topics map[string]TopicSpec `yaml:"topics" doc:"topics to create before the steps run, with their partition (queue) counts"`
+}
+
+// WorkloadDef is a plan's workload.
+type WorkloadDef struct {
+	Name        string
+	Target      string
+	Kind        string // produce, consume, relay, connect
+	Description string
+	Produce     workloads.ProduceSpec
+	Consume     workloads.ConsumeSpec
+	Relay       workloads.RelaySpec
+	RelayFrom   workloads.RelayFrom
+	RelayTo     workloads.RelayTo
+	Opts        any // driver options of the produce/consume/connect section; relay: source side
+	ToOpts      any // relay: destination side
+}
+
+type workloadGeneric struct {
+	Target      string    `yaml:"target" doc:"the target this workload talks to"`
+	Description string    `yaml:"description" doc:"free text, shown in reports"`
+	Produce     yaml.Node `yaml:"produce" doc:"send messages"`
+	Consume     yaml.Node `yaml:"consume" doc:"receive messages in a consumer group"`
+	Relay       yaml.Node `yaml:"relay" doc:"receive from one topic and publish each message to another"`
+	Connect     yaml.Node `yaml:"connect" doc:"hold idle connections (drivers that support it)"`
+}
+
+type relayEnds struct {
+	From yaml.Node `yaml:"from" required:"true" doc:"where to read: topic, group, from and the source driver's consume options"`
+	To   yaml.Node `yaml:"to" required:"true" doc:"where to publish: target, topic and the destination driver's produce options"`
+}
+
+// StepDef is one step with the keys every step may carry.
+type StepDef struct {
+	Common
+	Kind      string
+	Step      Step
+	Line, Col int
+	Index     int
+}
+
+// Common are the keys any step may carry besides its own.
+type Common struct {
+	Name  string    `yaml:"name" doc:"a label for the step in output and reports"`
+	Phase string    `yaml:"phase" doc:"start a new metrics phase with this name before the step runs"`
+	If    *BoolExpr `yaml:"if" doc:"run the step only when this expression holds"`
+}
+
+// Describe is how a step is named in output: its name, or kind and line.
+func (s *StepDef) Describe() string {
+	if s.Name != "" {
+		return fmt.Sprintf("step %d (%s)", s.Index+1, s.Name)
+	}
+	return fmt.Sprintf("step %d (%s, line %d)", s.Index+1, s.Kind, s.Line)
+}
+
+var topKeys = []string{"name", "description", "vars", "matrix", "targets", "workloads", "steps", "collectors", "report", "progress"}
+
+// Options are what the command line adds to a plan.
+type Options struct {
+	Set map[string]string // --set name=value
+	Env func(string) (string, bool)
+}
+
+var yamlLine = regexp.MustCompile(`line (\d+)`)
+
+// Load reads and checks a plan file, every matrix combination of it,
+// without contacting anything.
+func Load(file string, opts Options) (*Source, []*Plan, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, nil, &plan.ListError{List: []plan.Error{{File: file, Msg: fmt.Sprintf("cannot read plan: %v", err)}}}
+	}
+	return Parse(file, data, opts)
+}
+
+// Parse is Load for a plan already in memory.
+func Parse(file string, data []byte, opts Options) (*Source, []*Plan, error) {
+	src, err := parseSource(file, data, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	var plans []*Plan
+	errs := &plan.Errors{File: file}
+	for _, combo := range src.Combinations() {
+		p, err := src.Instance(combo)
+		if err != nil {
+			if le, ok := err.(*plan.ListError); ok {
+				errs.List = append(errs.List, le.List...)
+				continue
+			}
+			return nil, nil, err
+		}
+		plans = append(plans, p)
+	}
+	if err := errs.Err(); err != nil {
+		return nil, nil, err
+	}
+	return src, plans, nil
+}
+
+func parseSource(file string, data []byte, opts Options) (*Source, error) {
+	errs := &plan.Errors{File: file}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		msg := strings.TrimPrefix(err.Error(), "yaml: ")
+		e := plan.Error{File: file, Msg: "not valid YAML: " + msg}
+		if m := yamlLine.FindStringSubmatch(msg); m != nil {
+			e.Line, _ = strconv.Atoi(m[1])
+			e.Col = 1
+		}
+		return nil, &plan.ListError{List: []plan.Error{e}}
+	}
+	if len(doc.Content) == 0 {
+		errs.At(nil, "the plan is empty; it needs at least name:, workloads: and steps:")
+		return nil, errs.Err()
+	}
+	root := doc.Content[0]
+	if root.Kind != yaml.MappingNode {
+		errs.At(root, "a plan is a mapping with keys %s", strings.Join(topKeys, ", "))
+		return nil, errs.Err()
+	}
+	s := &Source{File: file, root: root, keys: map[string]*yaml.Node{}, Vars: map[string]string{}, Secrets: map[string]bool{}}
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		k, v := root.Content[i], root.Content[i+1]
+		if !contains(topKeys, k.Value) {
+			errs.At(k, "unknown key %q at the top of the plan%s; known: %s", k.Value, plan.Suggest(k.Value, topKeys), strings.Join(topKeys, ", "))
+			continue
+		}
+		if _, dup := s.keys[k.Value]; dup {
+			errs.At(k, "%q given twice", k.Value)
+			continue
+		}
+		s.keys[k.Value] = v
+	}
+	d := plan.NewDecoder(file, nil)
+	d.Errs = errs
+	d.Env = opts.Env
+	if n := s.keys["name"]; n != nil {
+		s.Name, _ = d.Scalar(n, "name")
+	} else {
+		errs.At(root, "the plan needs a name: (used in report file names)")
+	}
+	if n := s.keys["description"]; n != nil {
+		s.Description, _ = d.Scalar(n, "description")
+	}
+	// Variables may use the environment and the variables above them.
+	d.Vars = s.Vars
+	d.Mapping(s.keys["vars"], "vars", func(name string, k, v *yaml.Node) {
+		if !validName(name) {
+			errs.At(k, "variable name %q is not allowed; use letters, digits and _", name)
+			return
+		}
+		val, _ := d.Scalar(v, fmt.Sprintf("variable %q", name))
+		s.VarOrder = append(s.VarOrder, name)
+		s.Vars[name] = val
+	})
+	d.Mapping(s.keys["matrix"], "matrix", func(name string, k, v *yaml.Node) {
+		if !validName(name) {
+			errs.At(k, "matrix variable name %q: use letters, digits and _", name)
+			return
+		}
+		if _, dup := s.Vars[name]; dup {
+			errs.At(k, "%q is both a variable and a matrix variable; keep one", name)
+			return
+		}
+		var vals []string
+		d.Decode(v, &vals, fmt.Sprintf("matrix %q", name))
+		if len(vals) == 0 {
+			errs.At(v, "matrix %q needs a list of values, like [16, 32, 64]", name)
+			return
+		}
+		s.Matrix = append(s.Matrix, MatrixVar{Name: name, Values: vals})
+	})
+	var known []string
+	known = append(known, s.VarOrder...)
+	for _, m := range s.Matrix {
+		known = append(known, m.Name)
+	}
+	setNames := make([]string, 0, len(opts.Set))
+	for k := range opts.Set {
+		setNames = append(setNames, k)
+	}
+	sort.Strings(setNames)
+	for _, k := range setNames {
+		v := opts.Set[k]
+		if !contains(known, k) {
+			errs.At(nil, "--set %s: the plan has no variable %q%s; its variables are: %s", k, k, plan.Suggest(k, known), strings.Join(known, ", "))
+			continue
+		}
+		if _, ok := s.Vars[k]; ok {
+			s.Vars[k] = v
+			continue
+		}
+		for i := range s.Matrix {
+			if s.Matrix[i].Name == k {
+				s.Matrix[i].Values = strings.Split(v, ",")
+			}
+		}
+	}
+	if err := errs.Err(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func reservedList() string {
+	var names []string
+	for k := range reserved {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	return strings.Join(names, ", ")
+}
+
+var nameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+func validName(s string) bool { return nameRE.MatchString(s) }
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Combinations lists the matrix combinations in order (the first variable
+// varies slowest); a plan without a matrix has one empty combination.
+func (s *Source) Combinations() [][]KV {
+	combos := [][]KV{{}}
+	for _, m := range s.Matrix {
+		var next [][]KV
+		for _, c := range combos {
+			for _, v := range m.Values {
+				nc := append(append([]KV{}, c...), KV{Name: m.Name, Value: v})
+				next = append(next, nc)
+			}
+		}
+		combos = next
+	}
+	return combos
+}
+
+// Label names a combination for reports: "threads=128 queues=16".
+func Label(combo []KV) string {
+	parts := make([]string, len(combo))
+	for i, kv := range combo {
+		parts[i] = kv.Name + "=" + kv.Value
+	}
+	return strings.Join(parts, " ")
+}

@@ -1,0 +1,95 @@
+package runner
+
+import (
+	"fmt"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/planrun/planrun/plan"
+)
+
+// ReportSpec is a plan's report section.
+type ReportSpec struct {
+	Title    string      `yaml:"title" doc:"heading of the report (default: the plan's name)"`
+	Markdown string      `yaml:"markdown" doc:"markdown file to write, relative to --out; {name} is the plan's name (default {name}.md)"`
+	JSON     string      `yaml:"json" doc:"JSON file with everything measured, relative to --out (default {name}.json)"`
+	Tables   []TableSpec `yaml:"tables" doc:"tables of your own, besides the standard per-phase table"`
+	Series   *bool       `yaml:"series" doc:"keep per-second series in the JSON file (default true)"`
+	Formats  []string    `yaml:"formats" doc:"extra outputs by reporter name (csv, junit, chart... when available)"`
+}
+
+// TableSpec is a table whose cells are expressions.
+type TableSpec struct {
+	Title     string       `yaml:"title" doc:"the table's heading"`
+	Rows      string       `yaml:"rows" doc:"phases: a row per phase (per run in a matrix); runs: a row per matrix combination"`
+	Phases    []string     `yaml:"phases" doc:"with rows: phases, only these phases"`
+	Transpose bool         `yaml:"transpose" doc:"rows become columns: one row per column expression, one column per phase or run (like the vendors' table 7)"`
+	Columns   []ColumnSpec `yaml:"columns" required:"true" doc:"the table's columns"`
+}
+
+// ColumnSpec is one column of a table.
+type ColumnSpec struct {
+	Name   string `yaml:"name" required:"true" doc:"column heading"`
+	Value  Expr   `yaml:"value" required:"true" doc:"expression evaluated for each row"`
+	Format string `yaml:"format" doc:"printf format for numbers, such as %.1f (default: 2 decimals, whole numbers as integers)"`
+}
+
+func (p *Plan) decodeReport(d *plan.Decoder) {
+	n := p.keys["report"]
+	if n != nil {
+		d.Decode(n, &p.Report, "report")
+	}
+	if p.Report.Markdown == "" {
+		p.Report.Markdown = "{name}.md"
+	}
+	if p.Report.JSON == "" {
+		p.Report.JSON = "{name}.json"
+	}
+	for i, t := range p.Report.Tables {
+		node := tableNode(n, i)
+		switch t.Rows {
+		case "":
+			p.Report.Tables[i].Rows = "phases"
+		case "phases", "runs":
+		default:
+			d.Errs.At(node, "report table %d: rows must be phases or runs, got %q", i+1, t.Rows)
+		}
+		for _, c := range t.Columns {
+			if c.Format != "" && !strings.Contains(c.Format, "%") {
+				d.Errs.At(node, "report table %d column %q: format %q needs a %% verb such as %%.1f", i+1, c.Name, c.Format)
+			}
+		}
+	}
+}
+
+// tableNode finds the YAML node of table i for error positions.
+func tableNode(report *yaml.Node, i int) *yaml.Node {
+	if report == nil || report.Kind != yaml.MappingNode {
+		return report
+	}
+	for j := 0; j+1 < len(report.Content); j += 2 {
+		if report.Content[j].Value == "tables" {
+			if t := report.Content[j+1]; t.Kind == yaml.SequenceNode && i < len(t.Content) {
+				return t.Content[i]
+			}
+		}
+	}
+	return report
+}
+
+// FileName expands {name} in a report path.
+func (p *Plan) FileName(pattern string) string {
+	return strings.ReplaceAll(pattern, "{name}", p.Name)
+}
+
+// FormatCell prints a table cell value.
+func FormatCell(format string, v any) string {
+	if format != "" {
+		switch v.(type) {
+		case float64, int64, int, string, bool:
+			return fmt.Sprintf(format, v)
+		}
+	}
+	return FormatValue("", v)
+}

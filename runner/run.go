@@ -1,0 +1,582 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/planrun/planrun/drivers"
+	"github.com/planrun/planrun/metrics"
+	"github.com/planrun/planrun/results"
+	"github.com/planrun/planrun/units"
+	"github.com/planrun/planrun/workloads"
+)
+
+// Engine runs plans.
+type Engine struct {
+	Out     io.Writer // progress lines and messages
+	Version string
+	// StopTimeout bounds how long stopping workloads and closing targets
+	// may take at the end of a run or after an interrupt.
+	StopTimeout time.Duration
+}
+
+// ErrInterrupted marks a run ended by a signal.
+var ErrInterrupted = errors.New("interrupted")
+
+// Run is one combination's run as steps see it.
+type Run struct {
+	Plan    *Plan
+	engine  *Engine
+	coll    *metrics.Collector
+	targets map[string]drivers.Target
+	works   map[string]workloads.Workload
+	wenv    *workloads.Env
+
+	mu        sync.Mutex
+	probes    map[string]any
+	asserts   []results.Assert
+	warnings  []string
+	phase     string
+	phaseAt   time.Time
+	status    string
+	curStep   string
+	failCause context.CancelCauseFunc
+	failErr   error
+}
+
+// Execute runs every plan instance (one per matrix combination) in order
+// and returns what was measured, also when a run failed or was interrupted.
+func (e *Engine) Execute(ctx context.Context, src *Source, plans []*Plan) *results.Result {
+	if e.StopTimeout == 0 {
+		e.StopTimeout = 30 * time.Second
+	}
+	host, _ := os.Hostname()
+	res := &results.Result{
+		Plan: src.Name, File: src.File, Description: src.Description, Version: e.Version,
+		Started: time.Now(), Status: results.Passed, Vars: redactVars(src), VarOrder: src.VarOrder,
+		Environment: results.Environment{Host: host, OS: runtime.GOOS, Arch: runtime.GOARCH, CPUs: runtime.NumCPU(), GoVersion: runtime.Version()},
+		Units: "rates in messages/s; MB = 10^6 bytes, MiB = 2^20 bytes; latency in ms, measured from the intended send time",
+	}
+	if len(plans) > 0 {
+		res.Title = plans[0].Report.Title
+	}
+	for i, p := range plans {
+		if len(plans) > 1 {
+			e.printf("== run %d/%d: %s\n", i+1, len(plans), Label(p.Combination))
+		}
+		run := e.executeOne(ctx, p, i, res)
+		res.Runs = append(res.Runs, run)
+		if run.Status == results.Failed || run.Status == results.Interrupted {
+			res.Status, res.Error = run.Status, run.Error
+			break
+		}
+		if run.Status == results.AssertFail && res.Status == results.Passed {
+			res.Status = results.AssertFail
+		}
+	}
+	res.Finished = time.Now()
+	if len(plans) > 0 {
+		res.Tables = buildTables(plans, res.Runs)
+	}
+	return res
+}
+
+func redactVars(src *Source) map[string]string {
+	out := make(map[string]string, len(src.Vars))
+	for k, v := range src.Vars {
+		out[k] = Redact(v, src.Secrets)
+	}
+	return out
+}
+
+// Redact replaces every secret value inside s.
+func Redact(s string, secrets map[string]bool) string {
+	for sec := range secrets {
+		if sec != "" {
+			s = strings.ReplaceAll(s, sec, "[redacted]")
+		}
+	}
+	return s
+}
+
+func (e *Engine) printf(format string, args ...any) {
+	if e.Out != nil {
+		fmt.Fprintf(e.Out, format, args...)
+	}
+}
+
+func (e *Engine) executeOne(ctx context.Context, p *Plan, index int, res *results.Result) results.Run {
+	now := time.Now()
+	out := results.Run{Index: index, Label: Label(p.Combination), Started: now, Status: results.Passed, Kinds: map[string]string{}}
+	if len(p.Combination) > 0 {
+		out.Combination = map[string]string{}
+		for _, kv := range p.Combination {
+			out.Combination[kv.Name] = kv.Value
+		}
+	}
+	r := &Run{Plan: p, engine: e, coll: metrics.NewCollector(now), targets: map[string]drivers.Target{}, works: map[string]workloads.Workload{},
+		probes: map[string]any{}, phaseAt: now}
+	runCtx, cancelRun := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelRun()
+
+	fail := func(err error) {
+		out.Status, out.Error = results.Failed, Redact(err.Error(), p.Secrets)
+		if errors.Is(err, ErrInterrupted) || (ctx.Err() != nil && errors.Is(err, context.Canceled)) {
+			out.Status, out.Error = results.Interrupted, "interrupted by signal"
+		}
+	}
+
+	var bg sync.WaitGroup
+	setupErr := r.setup(ctx, index, res)
+	if setupErr == nil {
+		bg.Add(1)
+		go func() { defer bg.Done(); r.sample(runCtx) }()
+		for _, w := range r.works {
+			if pw, ok := w.(workloads.Poller); ok {
+				bg.Add(1)
+				go func() { defer bg.Done(); pw.Poll(runCtx) }()
+			}
+		}
+		bg.Add(1)
+		go func() { defer bg.Done(); r.progress(runCtx) }()
+		if err := r.steps(ctx, &out); err != nil {
+			fail(err)
+		}
+	} else {
+		fail(setupErr)
+	}
+
+	// Stop everything with a fresh deadline: an interrupt must still stop
+	// the workloads and write what was measured.
+	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.StopTimeout)
+	defer cancel()
+	r.stopAll(stopCtx)
+	cancelRun()
+	bg.Wait()
+	out.Metrics = r.coll.Finish(time.Now())
+	for name, w := range r.works {
+		out.Kinds[name] = w.Recorder().Kind
+	}
+	finalRates(&out.Metrics, out.Kinds)
+	r.closeTargets()
+	r.mu.Lock()
+	out.Asserts = r.asserts
+	out.Probes = r.probes
+	out.Warnings = r.warnings
+	r.mu.Unlock()
+	for _, a := range out.Asserts {
+		if !a.Passed && out.Status == results.Passed {
+			out.Status = results.AssertFail
+		}
+	}
+	out.Finished = time.Now()
+	e.summary(p, &out)
+	return out
+}
+
+// finalRates turns whole-run rates into averages over each workload's
+// active time (first to last message), which is what a per-run row means.
+func finalRates(s *metrics.Snapshot, kinds map[string]string) {
+	for name, st := range s.Workloads {
+		st.SendRate, st.RecvRate, st.SendMBps, st.RecvMBps = 0, 0, 0, 0
+		if st.Duration > 0 {
+			st.SendRate = float64(st.Acked) / st.Duration
+			st.RecvRate = float64(st.Received) / st.Duration
+			st.SendMBps = float64(st.BytesAcked) / st.Duration / 1e6
+			st.RecvMBps = float64(st.BytesReceived) / st.Duration / 1e6
+		}
+		if kinds[name] == "produce" {
+			st.Rate, st.MaxRate = st.SendRate, st.MaxSendRate
+		} else {
+			st.Rate, st.MaxRate = st.RecvRate, st.MaxRecvRate
+		}
+		s.Workloads[name] = st
+	}
+}
+
+func (r *Run) setup(ctx context.Context, index int, res *results.Result) error {
+	p := r.Plan
+	r.wenv = &workloads.Env{Run: uint16(rand.Uint32()), Fail: r.fail, Warn: r.Warn}
+	r.wenv.Acct = workloads.NewAccounting(r.wenv.Run)
+	for _, t := range p.Targets {
+		octx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		tg, err := t.drv.Open(octx, t.Config)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("target %q (%s): %w", t.Name, t.Driver, err)
+		}
+		r.targets[t.Name] = tg
+		what := ""
+		if d, ok := tg.(drivers.Describer); ok {
+			what = d.Describe()
+			r.engine.printf("target %s: %s\n", t.Name, what)
+		}
+		if index == 0 {
+			res.Targets = append(res.Targets, results.Target{Name: t.Name, Driver: t.Driver, What: what})
+		}
+		topics := make([]string, 0, len(t.Topics))
+		for name := range t.Topics {
+			topics = append(topics, name)
+		}
+		sort.Strings(topics)
+		for _, topic := range topics {
+			tc, ok := tg.(drivers.TopicCreator)
+			if !ok {
+				r.Warn(fmt.Sprintf("target %q: driver %s cannot create topics; topic %q must exist", t.Name, t.Driver, topic))
+				continue
+			}
+			cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+			err := tc.CreateTopic(cctx, topic, t.Topics[topic].Partitions)
+			cancel()
+			if err != nil {
+				return fmt.Errorf("target %q: creating topic %q: %w", t.Name, topic, err)
+			}
+		}
+	}
+	for i, w := range p.Workloads {
+		tg := r.targets[w.Target]
+		var wl workloads.Workload
+		switch w.Kind {
+		case "produce":
+			wl = workloads.NewProducer(w.Name, w.Produce, w.Opts, tg, w.Target, uint16(i), r.wenv)
+		case "consume":
+			wl = workloads.NewConsumer(w.Name, w.Consume, w.Opts, tg, w.Target, r.wenv)
+		case "relay":
+			wl = workloads.NewRelay(w.Name, w.Relay, w.RelayFrom, w.Opts, tg, w.Target, w.RelayTo, w.ToOpts, r.targets[w.RelayTo.Target], w.RelayTo.Target, r.wenv)
+		case "connect":
+			wl = workloads.NewConnect(w.Name, w.Opts, tg, r.wenv)
+		}
+		r.works[w.Name] = wl
+		r.coll.Add(wl.Recorder())
+	}
+	for _, c := range p.Collectors {
+		s, err := c.Config.Open(ctx)
+		if err != nil {
+			if c.Required {
+				return fmt.Errorf("collector %q: %w", c.Name, err)
+			}
+			r.Warn(fmt.Sprintf("collector %q: %v (its figures stay empty)", c.Name, err))
+			continue
+		}
+		r.coll.AddExtra(&collectorSampler{run: r, def: c, s: s})
+	}
+	return nil
+}
+
+// collectorSampler adapts a plan collector to the metrics collector,
+// naming each figure <collector>.<figure>.
+type collectorSampler struct {
+	run    *Run
+	def    *CollectorDef
+	s      Sampler
+	warned bool
+}
+
+func (c *collectorSampler) Sample() map[string]float64 {
+	ctx, cancel := context.WithTimeout(context.Background(), 900*time.Millisecond)
+	defer cancel()
+	vals, err := c.s.Sample(ctx)
+	if err != nil {
+		if c.def.Required {
+			c.run.fail(fmt.Errorf("collector %q: %w", c.def.Name, err))
+		} else if !c.warned {
+			c.warned = true
+			c.run.Warn(fmt.Sprintf("collector %q: %v (reported once; sampling goes on)", c.def.Name, err))
+		}
+		return nil
+	}
+	out := make(map[string]float64, len(vals))
+	for k, v := range vals {
+		out[c.def.Name+"."+k] = v
+	}
+	return out
+}
+
+func (r *Run) fail(err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.failErr == nil {
+		r.failErr = err
+	}
+	if r.failCause != nil {
+		r.failCause(err)
+	}
+}
+
+// Warn records a problem for the output and the report.
+func (r *Run) Warn(msg string) {
+	msg = Redact(msg, r.Plan.Secrets)
+	r.mu.Lock()
+	r.warnings = append(r.warnings, msg)
+	r.mu.Unlock()
+	r.engine.printf("warning: %s\n", msg)
+}
+
+func (r *Run) steps(ctx context.Context, out *results.Run) error {
+	for _, s := range r.Plan.Steps {
+		r.mu.Lock()
+		err := r.failErr
+		r.mu.Unlock()
+		if err != nil {
+			out.FailedStep = "background"
+			return err
+		}
+		rec := results.Step{Index: s.Index, What: s.Describe() + ": " + describeStep(s), Phase: s.Phase, StartS: time.Since(r.coll.Start()).Seconds()}
+		if s.If != nil {
+			ok, err := s.If.True(r.Env())
+			if err != nil {
+				out.FailedStep = s.Describe()
+				return fmt.Errorf("%s: if: %w", s.Describe(), err)
+			}
+			if !ok {
+				rec.Skipped = true
+				out.Steps = append(out.Steps, rec)
+				continue
+			}
+		}
+		if s.Phase != "" {
+			r.StartPhase(s.Phase)
+		}
+		r.mu.Lock()
+		r.curStep = rec.What
+		r.status = ""
+		r.mu.Unlock()
+		r.engine.printf("%s %s\n", clock(r.coll.Start()), rec.What)
+		sctx, cancel := context.WithCancelCause(ctx)
+		r.mu.Lock()
+		r.failCause = cancel
+		if r.failErr != nil {
+			cancel(r.failErr)
+		}
+		r.mu.Unlock()
+		err = s.Step.Run(sctx, r)
+		if err == nil && sctx.Err() != nil {
+			err = context.Cause(sctx)
+		}
+		r.mu.Lock()
+		r.failCause = nil
+		r.mu.Unlock()
+		cause := context.Cause(sctx)
+		cancel(nil)
+		rec.Duration = time.Since(r.coll.Start()).Seconds() - rec.StartS
+		if err != nil {
+			if ctx.Err() != nil {
+				err = ErrInterrupted
+			} else if cause != nil && !errors.Is(cause, context.Canceled) {
+				err = cause
+			}
+			rec.Error = Redact(err.Error(), r.Plan.Secrets)
+			out.Steps = append(out.Steps, rec)
+			out.FailedStep = s.Describe()
+			if errors.Is(err, ErrInterrupted) {
+				return err
+			}
+			return fmt.Errorf("%s: %w", s.Describe(), err)
+		}
+		out.Steps = append(out.Steps, rec)
+	}
+	return nil
+}
+
+func describeStep(s *StepDef) string {
+	if d, ok := s.Step.(interface{ Describe() string }); ok {
+		return d.Describe()
+	}
+	return s.Kind
+}
+
+func clock(start time.Time) string {
+	d := time.Since(start).Truncate(time.Second)
+	return fmt.Sprintf("[%02d:%02d:%02d]", int(d.Hours()), int(d.Minutes())%60, int(d.Seconds())%60)
+}
+
+// StartPhase closes the current metrics phase and opens name.
+func (r *Run) StartPhase(name string) {
+	now := time.Now()
+	r.coll.StartPhase(name, now)
+	r.mu.Lock()
+	r.phase, r.phaseAt = name, now
+	r.mu.Unlock()
+}
+
+// Workloads resolves names ("all" = every workload) to running objects.
+func (r *Run) Workloads(names []string) []workloads.Workload {
+	var out []workloads.Workload
+	seen := map[string]bool{}
+	for _, n := range names {
+		if n == "all" {
+			for _, w := range r.Plan.Workloads {
+				if !seen[w.Name] {
+					seen[w.Name] = true
+					out = append(out, r.works[w.Name])
+				}
+			}
+			continue
+		}
+		if w, ok := r.works[n]; ok && !seen[n] {
+			seen[n] = true
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// Target returns an opened target.
+func (r *Run) Target(name string) drivers.Target { return r.targets[name] }
+
+// SetStatus sets the line progress output shows for the current step.
+func (r *Run) SetStatus(s string) {
+	r.mu.Lock()
+	r.status = s
+	r.mu.Unlock()
+}
+
+// AddAssert records an assert's outcome.
+func (r *Run) AddAssert(a results.Assert) {
+	r.mu.Lock()
+	r.asserts = append(r.asserts, a)
+	r.mu.Unlock()
+	mark := "ok"
+	if !a.Passed {
+		mark = "FAILED"
+	}
+	r.engine.printf("assert %s: %s %s\n", mark, a.Expr, a.Detail)
+}
+
+// SetProbe stores a probe's result for expressions and reports.
+func (r *Run) SetProbe(name string, v any) {
+	r.mu.Lock()
+	r.probes[name] = v
+	r.mu.Unlock()
+}
+
+// Printf writes a line of output.
+func (r *Run) Printf(format string, args ...any) { r.engine.printf(format, args...) }
+
+func (r *Run) stopAll(ctx context.Context) {
+	var wg sync.WaitGroup
+	for name, w := range r.works {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := w.Stop(ctx); err != nil {
+				r.Warn(fmt.Sprintf("workload %q: %v", name, err))
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+func (r *Run) closeTargets() {
+	for name, t := range r.targets {
+		if err := t.Close(); err != nil {
+			r.Warn(fmt.Sprintf("target %q: closing: %v", name, err))
+		}
+	}
+}
+
+// sample feeds the collector once a second until the run ends.
+func (r *Run) sample(ctx context.Context) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			r.coll.Sample(now)
+		}
+	}
+}
+
+// progress prints a line per running workload every Progress interval, in
+// the spirit of kafka-producer-perf-test, and the current step's status.
+func (r *Run) progress(ctx context.Context) {
+	every := r.Plan.Progress
+	if every <= 0 {
+		return
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	last := 0.0
+	prev := map[string]metrics.Stats{}
+	prevAt := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := time.Now()
+		wins := r.coll.Windows(last)
+		last = now.Sub(r.coll.Start()).Seconds()
+		snap := r.coll.Snapshot(now, false)
+		dt := now.Sub(prevAt).Seconds()
+		prevAt = now
+		for _, name := range snap.Order {
+			st := snap.Workloads[name]
+			p := prev[name]
+			prev[name] = st
+			if !st.Running {
+				continue
+			}
+			w := wins[name]
+			var line string
+			switch r.works[name].Recorder().Kind {
+			case "produce":
+				line = fmt.Sprintf("%d sent, %.1f msg/s (%.2f MB/s), latency p99 %.1f ms (run: avg %.1f ms, max %.1f ms), %d failed",
+					st.Acked, float64(st.Acked-p.Acked)/dt, float64(st.BytesAcked-p.BytesAcked)/dt/1e6, w.P99, st.Latency.Avg, st.Latency.Max, st.Failed)
+			case "connect":
+				line = formatGauges(st.Gauges)
+			default:
+				line = fmt.Sprintf("%d received, %.1f msg/s (%.2f MB/s), e2e p99 %.1f ms, backlog %d msgs (%s)",
+					st.Received, float64(st.Received-p.Received)/dt, float64(st.BytesReceived-p.BytesReceived)/dt/1e6, w.E2EP99, st.Backlog.Messages, units.Human(float64(st.Backlog.Bytes)))
+				if st.Lag >= 0 {
+					line += fmt.Sprintf(", broker lag %d", st.Lag)
+				}
+				if r.works[name].Recorder().Kind == "relay" {
+					line += fmt.Sprintf(", %d relayed", st.Acked)
+				}
+			}
+			r.engine.printf("%s %s: %s\n", clock(r.coll.Start()), name, line)
+		}
+		r.mu.Lock()
+		status, step := r.status, r.curStep
+		r.mu.Unlock()
+		if status != "" {
+			r.engine.printf("%s %s: %s\n", clock(r.coll.Start()), step, status)
+		}
+	}
+}
+
+func formatGauges(g map[string]float64) string {
+	keys := make([]string, 0, len(g))
+	for k := range g {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %s", k, FormatValue(k, g[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// summary prints the run's outcome.
+func (e *Engine) summary(p *Plan, run *results.Run) {
+	switch run.Status {
+	case results.Failed:
+		e.printf("run failed: %s\n", run.Error)
+	case results.Interrupted:
+		e.printf("run interrupted; writing what was measured\n")
+	}
+}

@@ -1,0 +1,151 @@
+package steps
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/planrun/planrun/results"
+	"github.com/planrun/planrun/runner"
+)
+
+func init() {
+	runner.RegisterStep(runner.StepKind{Name: "sleep", Doc: "wait a fixed time while workloads run: `sleep: 1m`", New: func() runner.Step { return &Sleep{} }})
+	runner.RegisterStep(runner.StepKind{Name: "wait", Doc: "wait until an expression holds: `wait: backlog.bytes >= size(vars.backlog)` with timeout:", New: func() runner.Step { return &Wait{} }})
+	runner.RegisterStep(runner.StepKind{Name: "assert", Doc: "check an expression; a false one makes planrun exit 1 but the run goes on and the report is written", New: func() runner.Step { return &Assert{} }})
+}
+
+// Sleep waits a fixed time.
+type Sleep struct {
+	For time.Duration `yaml:"sleep" required:"true" doc:"how long, such as 30s or 1m"`
+}
+
+// Describe names the step in output.
+func (s *Sleep) Describe() string { return "sleep " + s.For.String() }
+
+// Run sleeps, showing the time left in progress lines.
+func (s *Sleep) Run(ctx context.Context, r *runner.Run) error {
+	end := time.Now().Add(s.For)
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		left := time.Until(end)
+		if left <= 0 {
+			return nil
+		}
+		r.SetStatus(fmt.Sprintf("%s left", left.Round(time.Second)))
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-t.C:
+		case <-time.After(left):
+			return nil
+		}
+	}
+}
+
+// Wait waits until a condition holds.
+type Wait struct {
+	Until     runner.BoolExpr `yaml:"wait" required:"true" doc:"expression that ends the wait when true"`
+	Timeout   time.Duration   `yaml:"timeout" doc:"give up after this long; required unless the condition uses elapsed or phase.elapsed"`
+	Poll      time.Duration   `yaml:"poll" doc:"how often to evaluate the condition (default 200ms)"`
+	OnTimeout string          `yaml:"on_timeout" doc:"fail (default: the run ends with exit code 3) or continue with the next step"`
+}
+
+// Check insists that a wait can end.
+func (w *Wait) Check(c *runner.CheckContext) {
+	src := w.Until.Src
+	if w.Timeout == 0 && !strings.Contains(src, "elapsed") {
+		c.Errs.At(c.Node, "wait %q has no way to end if the condition never holds: add timeout: (such as timeout: 1h), or bound it with phase.elapsed", src)
+	}
+	switch w.OnTimeout {
+	case "", "fail", "continue":
+	default:
+		c.Errs.At(c.Node, "on_timeout must be fail or continue, got %q", w.OnTimeout)
+	}
+}
+
+// Describe names the step in output.
+func (w *Wait) Describe() string {
+	if w.Timeout > 0 {
+		return fmt.Sprintf("wait until %s (timeout %s)", w.Until.Src, w.Timeout)
+	}
+	return "wait until " + w.Until.Src
+}
+
+// ErrTimeout is a wait that ran out of time.
+type ErrTimeout struct {
+	Cond, Progress string
+	After          time.Duration
+}
+
+func (e *ErrTimeout) Error() string {
+	msg := fmt.Sprintf("timed out after %s waiting for %s", e.After, e.Cond)
+	if e.Progress != "" {
+		msg += "; last seen: " + e.Progress
+	}
+	return msg
+}
+
+// Run polls the condition.
+func (w *Wait) Run(ctx context.Context, r *runner.Run) error {
+	poll := w.Poll
+	if poll <= 0 {
+		poll = 200 * time.Millisecond
+	}
+	start := time.Now()
+	t := time.NewTicker(poll)
+	defer t.Stop()
+	for {
+		env := r.Env()
+		ok, err := w.Until.True(env)
+		if err != nil {
+			return err
+		}
+		if ok {
+			return nil
+		}
+		progress := w.Until.Progress(env)
+		r.SetStatus(progress)
+		if w.Timeout > 0 && time.Since(start) >= w.Timeout {
+			if w.OnTimeout == "continue" {
+				r.Warn(fmt.Sprintf("wait %q timed out after %s; continuing (%s)", w.Until.Src, w.Timeout, progress))
+				return nil
+			}
+			return &ErrTimeout{Cond: w.Until.Src, Progress: progress, After: w.Timeout}
+		}
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-t.C:
+		}
+	}
+}
+
+// Assert checks a condition and records the outcome.
+type Assert struct {
+	Cond    runner.BoolExpr `yaml:"assert" required:"true" doc:"expression that must hold"`
+	Message string          `yaml:"message" doc:"what it means when it does not hold"`
+}
+
+// Describe names the step in output.
+func (a *Assert) Describe() string { return "assert " + a.Cond.Src }
+
+// Run evaluates the condition; a false one is recorded, not an error.
+func (a *Assert) Run(_ context.Context, r *runner.Run) error {
+	env := r.Env()
+	ok, err := a.Cond.True(env)
+	res := results.Assert{Step: fmt.Sprintf("line %d", a.Cond.Line), Expr: a.Cond.Src, Message: a.Message, Passed: ok && err == nil}
+	switch {
+	case err != nil:
+		res.Detail = err.Error()
+	case !ok:
+		res.Detail = a.Cond.Progress(env)
+		if a.Message != "" {
+			res.Detail = a.Message + " (" + res.Detail + ")"
+		}
+	}
+	r.AddAssert(res)
+	return nil
+}

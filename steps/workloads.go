@@ -1,0 +1,117 @@
+// Package steps holds the kinds of plan steps. Each kind registers itself
+// with the runner in init and decodes from the YAML users write.
+package steps
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/planrun/planrun/runner"
+	"github.com/planrun/planrun/workloads"
+)
+
+func init() {
+	runner.RegisterStep(runner.StepKind{Name: "start", Doc: "start workloads in the background: `start: producer`, `start: [producer, consumer]` or `start: all`", New: func() runner.Step { return &Start{} }})
+	runner.RegisterStep(runner.StepKind{Name: "stop", Doc: "stop workloads and wait until they have stopped (consumers commit their position)", New: func() runner.Step { return &Stop{} }})
+	runner.RegisterStep(runner.StepKind{Name: "restart", Doc: "stop then start workloads, with an optional pause between", New: func() runner.Step { return &Restart{} }})
+}
+
+// Start starts workloads.
+type Start struct {
+	Workloads []string `yaml:"start" doc:"workloads to start, or all"`
+}
+
+// Check checks the names.
+func (s *Start) Check(c *runner.CheckContext) { c.CheckWorkloads(s.Workloads, "start") }
+
+// Describe names the step in output.
+func (s *Start) Describe() string { return "start " + strings.Join(s.Workloads, ", ") }
+
+// Run starts each workload in order.
+func (s *Start) Run(ctx context.Context, r *runner.Run) error {
+	return startAll(ctx, r.Workloads(s.Workloads))
+}
+
+func startAll(ctx context.Context, ws []workloads.Workload) error {
+	for _, w := range ws {
+		if w.Running() {
+			continue // starting what runs already is harmless in a plan
+		}
+		if err := w.Start(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Stop stops workloads.
+type Stop struct {
+	Workloads []string `yaml:"stop" doc:"workloads to stop, or all"`
+}
+
+// Check checks the names.
+func (s *Stop) Check(c *runner.CheckContext) { c.CheckWorkloads(s.Workloads, "stop") }
+
+// Describe names the step in output.
+func (s *Stop) Describe() string { return "stop " + strings.Join(s.Workloads, ", ") }
+
+// Run stops the workloads concurrently and waits for all of them.
+func (s *Stop) Run(ctx context.Context, r *runner.Run) error {
+	return stopAll(ctx, r.Workloads(s.Workloads))
+}
+
+func stopAll(ctx context.Context, ws []workloads.Workload) error {
+	errs := make(chan error, len(ws))
+	for _, w := range ws {
+		go func() { errs <- w.Stop(ctx) }()
+	}
+	var all []error
+	for range ws {
+		if err := <-errs; err != nil {
+			all = append(all, err)
+		}
+	}
+	return errors.Join(all...)
+}
+
+// Restart stops then starts workloads.
+type Restart struct {
+	Workloads []string      `yaml:"restart" doc:"workloads to restart, or all"`
+	Pause     time.Duration `yaml:"pause" doc:"how long to stay stopped before starting again (default 0s)"`
+}
+
+// Check checks the names.
+func (s *Restart) Check(c *runner.CheckContext) { c.CheckWorkloads(s.Workloads, "restart") }
+
+// Describe names the step in output.
+func (s *Restart) Describe() string { return "restart " + strings.Join(s.Workloads, ", ") }
+
+// Run stops, pauses, starts.
+func (s *Restart) Run(ctx context.Context, r *runner.Run) error {
+	ws := r.Workloads(s.Workloads)
+	if err := stopAll(ctx, ws); err != nil {
+		return err
+	}
+	if s.Pause > 0 {
+		if err := sleep(ctx, s.Pause); err != nil {
+			return err
+		}
+	}
+	return startAll(ctx, ws)
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-t.C:
+		return nil
+	}
+}
+
+var _ = fmt.Sprintf

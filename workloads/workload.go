@@ -1,0 +1,365 @@
+package workloads
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/planrun/planrun/drivers"
+	"github.com/planrun/planrun/metrics"
+)
+
+// Env is what the workloads of one run share.
+type Env struct {
+	Run  uint16
+	Acct *Accounting
+	// Fail reports an error that should end the run (a consumer that cannot
+	// join its group, a producer whose every send fails...).
+	Fail func(error)
+	// Warn reports a problem worth a line in the output but not fatal.
+	Warn func(string)
+}
+
+// Workload is a background activity the steps start and stop.
+type Workload interface {
+	Name() string
+	Recorder() *metrics.Recorder
+	// Start begins the activity in the background; starting a running
+	// workload is an error.
+	Start(ctx context.Context) error
+	// Stop ends it and waits until its goroutines have returned and its
+	// driver resources are closed. Stopping a stopped workload does nothing.
+	Stop(ctx context.Context) error
+	// Running reports whether it is active (a producer that reached its
+	// count is no longer running).
+	Running() bool
+}
+
+// Poller is a workload with something to do for the whole run, running or
+// not (a consumer polls the broker for its group's lag even while stopped).
+type Poller interface {
+	Poll(ctx context.Context)
+}
+
+// lifecycle is the start/stop bookkeeping the workloads share.
+type lifecycle struct {
+	mu      sync.Mutex
+	cancel  context.CancelFunc
+	done    chan struct{}
+	running atomic.Bool
+	rec     *metrics.Recorder
+}
+
+// begin marks the workload running and returns the context of this start;
+// run must call finish when all its goroutines are done.
+func (l *lifecycle) begin(ctx context.Context, name string) (context.Context, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.running.Load() {
+		return nil, fmt.Errorf("workload %q is already running", name)
+	}
+	if l.done != nil {
+		<-l.done // a previous start that ended by itself is fully closed
+	}
+	// A workload outlives the step that starts it, so it hangs off a
+	// context the engine cancels at the end of the run, not the step's.
+	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	l.cancel = cancel
+	l.done = make(chan struct{})
+	l.running.Store(true)
+	l.rec.SetRunning(true)
+	return wctx, nil
+}
+
+func (l *lifecycle) finish() {
+	l.running.Store(false)
+	l.rec.SetRunning(false)
+	close(l.done)
+}
+
+func (l *lifecycle) Stop(ctx context.Context) error {
+	l.mu.Lock()
+	cancel, done := l.cancel, l.done
+	l.mu.Unlock()
+	if cancel == nil {
+		return nil
+	}
+	cancel()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("stopping: %w", ctx.Err())
+	}
+}
+
+func (l *lifecycle) Running() bool { return l.running.Load() }
+
+// Producer sends paced, numbered messages.
+type Producer struct {
+	lifecycle
+	name       string
+	spec       ProduceSpec
+	opts       any
+	target     drivers.Target
+	topic      *topicAcct
+	env        *Env
+	id         uint16
+	seqs       []uint64 // next sequence number per thread, kept across restarts
+	sent       atomic.Int64
+	warnedOnce atomic.Bool
+}
+
+// NewProducer prepares a produce workload; id must be unique in the run.
+func NewProducer(name string, spec ProduceSpec, opts any, target drivers.Target, targetName string, id uint16, env *Env) *Producer {
+	spec.defaults()
+	p := &Producer{name: name, spec: spec, opts: opts, target: target, env: env, id: id,
+		topic: env.Acct.Topic(targetName, spec.Topic)}
+	p.rec = metrics.NewRecorder(name, "produce")
+	return p
+}
+
+func (p *Producer) Name() string                { return p.name }
+func (p *Producer) Recorder() *metrics.Recorder { return p.rec }
+
+// Start opens a driver producer and starts the sending threads.
+func (p *Producer) Start(ctx context.Context) error {
+	remaining := int64(-1)
+	if p.spec.Count > 0 {
+		remaining = p.spec.Count - p.sent.Load()
+		if remaining <= 0 {
+			return nil // already sent all it was asked to
+		}
+	}
+	dp, err := p.target.NewProducer(ctx, drivers.ProducerSpec{Workload: p.name, Topic: p.spec.Topic, Threads: p.spec.Threads, Options: p.opts})
+	if err != nil {
+		return fmt.Errorf("workload %q: %w", p.name, err)
+	}
+	wctx, err := p.begin(ctx, p.name)
+	if err != nil {
+		_ = dp.Close()
+		return err
+	}
+	if p.spec.Duration > 0 {
+		var cancel context.CancelFunc
+		wctx, cancel = context.WithTimeout(wctx, p.spec.Duration)
+		_ = cancel // released when the parent is cancelled at stop
+	}
+	sources := p.spec.Threads
+	if s, ok := dp.(interface{ Sources() int }); ok && s.Sources() > 0 {
+		sources = s.Sources()
+	}
+	if g, ok := dp.(drivers.Gauger); ok {
+		p.rec.SetGauges(g.Gauges)
+	}
+	rate := p.spec.Rate
+	if p.spec.Interval > 0 {
+		rate = float64(sources) / p.spec.Interval.Seconds()
+	}
+	pacer := NewPacer(time.Now(), rate, remaining)
+	var wg sync.WaitGroup
+	if p.seqs == nil {
+		p.seqs = make([]uint64, p.spec.Threads)
+	}
+	for i := range p.spec.Threads {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p.loop(wctx, dp, pacer, sources, i)
+		}()
+	}
+	go func() {
+		wg.Wait()
+		if err := dp.Close(); err != nil {
+			p.env.Warn(fmt.Sprintf("workload %q: closing producer: %v", p.name, err))
+		}
+		p.finish()
+	}()
+	return nil
+}
+
+func (p *Producer) loop(ctx context.Context, dp drivers.Producer, pacer *Pacer, sources, thread int) {
+	size := int(p.spec.Size)
+	stream := uint32(p.id)<<16 | uint32(thread&0xffff)
+	for {
+		k, due, ok := pacer.Next(ctx)
+		if !ok {
+			return
+		}
+		p.sent.Add(1)
+		seq := p.seqs[thread]
+		p.seqs[thread]++
+		m := &drivers.Message{Topic: p.spec.Topic, Value: make([]byte, size), Source: int(k % int64(sources))}
+		if size >= HeaderSize {
+			Header{Run: p.env.Run, Producer: stream, Seq: seq, SentAt: due.UnixNano()}.Put(m.Value)
+		}
+		switch p.spec.Keys {
+		case "sequence":
+			m.Key = strconv.AppendUint(nil, seq, 10)
+		case "random":
+			m.Key = strconv.AppendUint(nil, rand.Uint64(), 16)
+		}
+		p.rec.Sent()
+		err := dp.Send(ctx, m)
+		now := time.Now()
+		if err != nil {
+			if ctx.Err() != nil {
+				return // stopping: an unfinished send is neither acked nor failed
+			}
+			p.rec.Failed()
+			if p.warnedOnce.CompareAndSwap(false, true) {
+				p.env.Warn(fmt.Sprintf("workload %q: send failed: %v (further failures are counted, not printed)", p.name, err))
+			}
+			continue
+		}
+		p.rec.Acked(size, now.Sub(due), now)
+		p.topic.ack(size)
+	}
+}
+
+// Consumer receives messages in a group and counts them.
+type Consumer struct {
+	lifecycle
+	name       string
+	spec       ConsumeSpec
+	opts       any
+	target     drivers.Target
+	topic      *topicAcct
+	group      *groupAcct
+	env        *Env
+	groupName  string
+	received   atomic.Int64
+	startCount int
+}
+
+// NewConsumer prepares a consume workload.
+func NewConsumer(name string, spec ConsumeSpec, opts any, target drivers.Target, targetName string, env *Env) *Consumer {
+	if spec.Group == "" {
+		spec.Group = name
+	}
+	if spec.Consumers == 0 {
+		spec.Consumers = 1
+	}
+	if spec.LagInterval == 0 {
+		spec.LagInterval = time.Second
+	}
+	c := &Consumer{name: name, spec: spec, opts: opts, target: target, env: env, groupName: spec.Group,
+		topic: env.Acct.Topic(targetName, spec.Topic)}
+	c.group = c.topic.group(spec.Group)
+	c.rec = metrics.NewRecorder(name, "consume")
+	c.rec.SetBacklog(func() metrics.Backlog { return c.topic.backlog(c.group) })
+	c.rec.SetLost(func() int64 { return c.topic.backlog(c.group).Messages })
+	return c
+}
+
+func (c *Consumer) Name() string                { return c.name }
+func (c *Consumer) Recorder() *metrics.Recorder { return c.rec }
+
+// Start joins the group with the configured number of consumers.
+func (c *Consumer) Start(ctx context.Context) error {
+	if c.spec.Count > 0 && c.received.Load() >= c.spec.Count {
+		return nil
+	}
+	var dcs []drivers.Consumer
+	for i := range c.spec.Consumers {
+		dc, err := c.target.NewConsumer(ctx, drivers.ConsumerSpec{Workload: c.name, Topic: c.spec.Topic, Group: c.spec.Group,
+			FromLatest: c.spec.From == "latest", Instance: fmt.Sprintf("%s-%d-%d", c.name, c.startCount, i), Options: c.opts})
+		if err != nil {
+			for _, d := range dcs {
+				_ = d.Close()
+			}
+			return fmt.Errorf("workload %q: %w", c.name, err)
+		}
+		dcs = append(dcs, dc)
+	}
+	c.startCount++
+	wctx, err := c.begin(ctx, c.name)
+	if err != nil {
+		for _, d := range dcs {
+			_ = d.Close()
+		}
+		return err
+	}
+	wctx, cancel := context.WithCancel(wctx)
+	handle := func(m *drivers.Message) { c.handle(m, cancel) }
+	var wg sync.WaitGroup
+	for _, dc := range dcs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := dc.Run(wctx, handle); err != nil && !errors.Is(err, context.Canceled) && wctx.Err() == nil {
+				c.env.Fail(fmt.Errorf("workload %q: %w", c.name, err))
+			}
+		}()
+	}
+	go func() {
+		wg.Wait()
+		for _, dc := range dcs {
+			if err := dc.Close(); err != nil {
+				c.env.Warn(fmt.Sprintf("workload %q: closing consumer: %v", c.name, err))
+			}
+		}
+		cancel()
+		c.finish()
+	}()
+	return nil
+}
+
+// receive does the counting every message gets, in consumers and relays.
+func receive(m *drivers.Message, env *Env, g *groupAcct, rec *metrics.Recorder) {
+	now := m.Received
+	if now.IsZero() {
+		now = time.Now()
+	}
+	e2e := time.Duration(-1)
+	if h, ok := ParseHeader(m.Value); ok && h.Run == env.Run {
+		e2e = max(now.Sub(h.SentTime()), 0)
+		dup, reordered := g.receive(h, m.Partition, len(m.Value))
+		if dup {
+			rec.Duplicate()
+		}
+		if reordered {
+			rec.Reordered()
+		}
+	}
+	rec.Received(len(m.Value), e2e, now)
+}
+
+func (c *Consumer) handle(m *drivers.Message, stop context.CancelFunc) {
+	receive(m, c.env, c.group, c.rec)
+	if n := c.received.Add(1); c.spec.Count > 0 && n >= c.spec.Count {
+		stop()
+	}
+}
+
+// Poll asks the broker for the group's lag for the whole run.
+func (c *Consumer) Poll(ctx context.Context) {
+	lr, ok := c.target.(drivers.LagReader)
+	if !ok || c.spec.LagInterval <= 0 {
+		return
+	}
+	pollLag(ctx, lr, c.spec.Topic, c.spec.Group, c.spec.LagInterval, c.rec)
+}
+
+func pollLag(ctx context.Context, lr drivers.LagReader, topic, group string, every time.Duration, rec *metrics.Recorder) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		qctx, cancel := context.WithTimeout(ctx, max(every, 5*time.Second))
+		n, err := lr.Lag(qctx, topic, group)
+		cancel()
+		if err == nil {
+			rec.SetLag(n)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
