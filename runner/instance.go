@@ -304,7 +304,7 @@ func (p *Plan) decodeSteps(d *plan.Decoder) {
 		// phase: is a key any step may carry, and a step of its own when
 		// nothing else is there.
 		if len(kinds) == 0 && hasPhase {
-			kinds, kind = []string{"phase"}, StepKind{Name: "phase", New: func() Step { return phaseStep{} }}
+			kinds, kind = []string{"phase"}, StepKind{Name: "phase", New: func() Step { return &phaseStep{} }}
 		}
 		if len(kinds) != 1 {
 			if len(kinds) > 1 {
@@ -355,4 +355,4 @@ func (c *CheckContext) CheckWorkloads(names []string, what string) {
 // phaseStep only starts a phase (which the engine does for any step with phase:).
 type phaseStep struct{}
 
-func (phaseStep) Run(context.Context, *Run) error { return nil }
+func (*phaseStep) Run(context.Context, *Run) error { return nil }

@@ -543,3 +543,27 @@ func BenchmarkProduce(b *testing.B) {
 	})
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
 }
+
+func TestRunFailsWhenGroupCannotBeJoined(t *testing.T) {
+	tg := openEmbedded(t, nil)
+	// The broker refuses session timeouts above its maximum (5m).
+	c, err := tg.NewConsumer(testCtx(t, 5*time.Second), drivers.ConsumerSpec{
+		Workload: "w", Topic: "nojoin", Group: "g-nojoin",
+		Options: &ConsumeOptions{SessionTimeout: 10 * time.Minute},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	errc := make(chan error, 1)
+	go func() { errc <- c.Run(testCtx(t, 30*time.Second), func(*drivers.Message) {}) }()
+	select {
+	case err := <-errc:
+		if err == nil || !strings.Contains(err.Error(), "g-nojoin") {
+			t.Fatalf("run = %v, want an error naming the group", err)
+		}
+		t.Logf("error: %v", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("run did not fail")
+	}
+}

@@ -259,6 +259,7 @@ func (b *Broker) serveConn(c *conn, handler handlerFunc) {
 	for {
 		req, err := readCommand(r)
 		if err != nil {
+			b.logf("rocketmq: DEBUG %s read: %v", c.remote, err)
 			if errors.Is(err, errFrame) {
 				b.logf("rocketmq: %s: %v; closing connection", c.remote, err)
 			}

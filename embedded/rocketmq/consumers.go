@@ -25,7 +25,7 @@ type member struct {
 }
 
 type groupInfo struct {
-	members map[string]*member     // by client id
+	members map[string]*member      // by client id
 	subs    map[string]subscription // by topic, from the latest heartbeat
 }
 

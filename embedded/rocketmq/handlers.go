@@ -317,6 +317,7 @@ func (b *Broker) handleUpdateOffset(req *command) *command {
 		return errResp(resSystemError, "invalid commitOffset")
 	}
 	b.store.commitOffset(offsetKey{req.ext("consumerGroup"), topic, qid}, off)
+	b.logf("rocketmq: DEBUG update offset %s %s[%d]=%d", req.ext("consumerGroup"), topic, qid, off)
 	return okResp(nil, nil)
 }
 

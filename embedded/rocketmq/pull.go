@@ -106,18 +106,14 @@ func (b *Broker) handlePull(c *conn, req *command) *command {
 	}
 	for {
 		res := b.pullOnce(q, offset, maxNums, tags)
-		idle := res.code == resPullNotFound ||
-			(res.code == resPullRetryImmediately && res.next == res.max)
-		if !idle || deadline == nil {
+		if res.code != resPullNotFound || deadline == nil {
 			return res.command()
 		}
 		// Nothing to deliver yet: wait for an append or the timeout.
-		offset = res.next
 		select {
 		case <-res.wake:
 			continue
 		case <-deadline:
-			res.code, res.remark = resPullNotFound, ""
 			return res.command()
 		case <-b.done:
 			return errResp(resSystemError, "broker shutting down")

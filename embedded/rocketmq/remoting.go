@@ -43,12 +43,23 @@ type command struct {
 	Remark    string
 	ExtFields map[string]string
 	Body      []byte
+	Language  string // client language, e.g. "GO" or "JAVA"
 
 	serializeType byte
 }
 
 func (c *command) isResponse() bool { return c.Flag&flagResponse != 0 }
-func (c *command) isOneway() bool   { return c.Flag&flagOneway != 0 }
+
+// isOneway reports whether the sender awaits no answer. The Go client sends
+// its oneway requests without the oneway flag; answering them anyway can leave
+// unread data in its socket when it closes, which turns the close into a reset
+// that discards its last requests (the offsets it persists on Shutdown).
+func (c *command) isOneway() bool {
+	if c.Flag&flagOneway != 0 {
+		return true
+	}
+	return c.Language == "GO" && (c.Code == reqUpdateConsumerOffset || c.Code == reqEndTransaction)
+}
 
 func (c *command) ext(key string) string {
 	if c.ExtFields == nil {
@@ -126,8 +137,12 @@ func decodeJSONHeader(b []byte) (*command, error) {
 	if err := json.Unmarshal(b, &h); err != nil {
 		return nil, fmt.Errorf("%w: %v", errFrame, err)
 	}
+	var lang string
+	if json.Unmarshal(h.Language, &lang) != nil {
+		lang = string(h.Language)
+	}
 	return &command{Code: h.Code, Version: h.Version, Opaque: h.Opaque, Flag: h.Flag,
-		Remark: h.Remark, ExtFields: h.ExtFields}, nil
+		Remark: h.Remark, ExtFields: h.ExtFields, Language: lang}, nil
 }
 
 // decodeBinaryHeader decodes the ROCKETMQ serialize type: code(2) language(1)
@@ -137,10 +152,11 @@ func decodeBinaryHeader(b []byte) (*command, error) {
 		return nil, errFrame
 	}
 	cmd := &command{
-		Code:    int(int16(binary.BigEndian.Uint16(b[0:2]))),
-		Version: int(int16(binary.BigEndian.Uint16(b[3:5]))),
-		Opaque:  int32(binary.BigEndian.Uint32(b[5:9])),
-		Flag:    int32(binary.BigEndian.Uint32(b[9:13])),
+		Language: binaryLanguages[b[2]],
+		Code:     int(int16(binary.BigEndian.Uint16(b[0:2]))),
+		Version:  int(int16(binary.BigEndian.Uint16(b[3:5]))),
+		Opaque:   int32(binary.BigEndian.Uint32(b[5:9])),
+		Flag:     int32(binary.BigEndian.Uint32(b[9:13])),
 	}
 	p := 13
 	rl := int(binary.BigEndian.Uint32(b[p : p+4]))
@@ -180,6 +196,9 @@ func decodeBinaryHeader(b []byte) (*command, error) {
 	}
 	return cmd, nil
 }
+
+// binaryLanguages maps LanguageCode ordinals used by the ROCKETMQ serializer.
+var binaryLanguages = map[byte]string{0: "JAVA", 1: "CPP", 2: "DOTNET", 3: "PYTHON", 9: "GO", 12: "RUST"}
 
 func encodeHeader(c *command, st byte) ([]byte, error) {
 	if st == serializeRocketMQ {

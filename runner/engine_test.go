@@ -1,0 +1,228 @@
+package runner_test
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/planrun/planrun/results"
+	"github.com/planrun/planrun/runner"
+)
+
+func execute(t *testing.T, ctx context.Context, y string) *results.Result {
+	t.Helper()
+	src, plans, err := runner.Parse("plan.yaml", []byte(y), runner.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	e := &runner.Engine{Out: &out, Version: "test"}
+	res := e.Execute(ctx, src, plans)
+	t.Log(out.String())
+	return res
+}
+
+// The cold-read procedure against the in-process broker: what the producer
+// acked, the consumer receives exactly once across its stop and restart.
+func TestEngineColdRead(t *testing.T) {
+	y := `name: cold
+targets:
+  mq: { driver: memory, partitions: 3 }
+workloads:
+  producer: { produce: { topic: a, size: 100B, threads: 2, rate: 2000, count: 3000 } }
+  consumer: { consume: { topic: a, group: g } }
+progress: 0s
+steps:
+  - start: [producer, consumer]
+    phase: warm
+  - wait: consumer.received >= 500
+    timeout: 20s
+  - stop: consumer
+    phase: backlog
+  - wait: backlog.messages >= 500
+    timeout: 20s
+  - start: consumer
+    phase: cold-read
+  - wait: "!producer.running && consumer.backlog.messages == 0"
+    timeout: 20s
+  - stop: all
+  - assert: consumer.received == producer.acked
+  - assert: consumer.duplicates == 0 && consumer.lost == 0
+  - assert: phases["backlog"].consumer.received < 200
+`
+	res := execute(t, context.Background(), y)
+	if res.Status != results.Passed {
+		t.Fatalf("status %s: %s %+v", res.Status, res.Error, res.Runs[0].Asserts)
+	}
+	run := res.Runs[0]
+	if got := run.Metrics.Workloads["producer"].Acked; got != 3000 {
+		t.Errorf("acked %d, want 3000 (count)", got)
+	}
+	if got := run.Metrics.Workloads["consumer"].Received; got != 3000 {
+		t.Errorf("received %d, want 3000", got)
+	}
+	if names := run.Metrics.PhaseNames(); strings.Join(names, ",") != "warm,backlog,cold-read" {
+		t.Errorf("phases %v", names)
+	}
+	for _, ph := range run.Metrics.Phases {
+		if ph.Name == "backlog" && ph.Workloads["consumer"].Backlog.Messages < 500 {
+			t.Errorf("backlog at the end of the backlog phase = %d, want >= 500", ph.Workloads["consumer"].Backlog.Messages)
+		}
+	}
+	if p := run.Metrics.Workloads["producer"].Latency; p.Count != 3000 || p.Max <= 0 {
+		t.Errorf("latency histogram: %+v", p)
+	}
+	if run.Metrics.Workloads["consumer"].Lag != 0 {
+		t.Logf("broker lag at end: %d (polled once a second)", run.Metrics.Workloads["consumer"].Lag)
+	}
+}
+
+func TestEngineAssertFailsButRunEnds(t *testing.T) {
+	y := `name: a
+targets:
+  mq: { driver: memory }
+workloads:
+  producer: { produce: { topic: a, count: 10 } }
+progress: 0s
+steps:
+  - start: producer
+  - wait: "!producer.running"
+    timeout: 10s
+  - assert: producer.acked == 11
+    message: off by one
+  - assert: producer.acked == 10
+`
+	res := execute(t, context.Background(), y)
+	if res.Status != results.AssertFail {
+		t.Fatalf("status %s, want %s", res.Status, results.AssertFail)
+	}
+	as := res.Runs[0].Asserts
+	if len(as) != 2 || as[0].Passed || !as[1].Passed || !strings.Contains(as[0].Detail, "off by one") {
+		t.Errorf("asserts %+v", as)
+	}
+}
+
+func TestEngineStepTimeoutFailsRun(t *testing.T) {
+	y := `name: to
+targets:
+  mq: { driver: memory }
+workloads:
+  producer: { produce: { topic: a, rate: 100 } }
+progress: 0s
+steps:
+  - start: producer
+  - wait: producer.acked > 1000000
+    timeout: 300ms
+  - sleep: 1h
+`
+	res := execute(t, context.Background(), y)
+	if res.Status != results.Failed {
+		t.Fatalf("status %s", res.Status)
+	}
+	run := res.Runs[0]
+	if !strings.Contains(run.Error, "timed out after 300ms") || !strings.Contains(run.FailedStep, "step 2") {
+		t.Errorf("error %q at %q", run.Error, run.FailedStep)
+	}
+	if run.Metrics.Workloads["producer"].Acked == 0 || run.Metrics.Workloads["producer"].Running {
+		t.Errorf("what was measured before the failure is kept and workloads are stopped: %+v", run.Metrics.Workloads["producer"])
+	}
+}
+
+func TestEngineInterrupt(t *testing.T) {
+	y := `name: int
+targets:
+  mq: { driver: memory }
+workloads:
+  producer: { produce: { topic: a, rate: 1000 } }
+progress: 0s
+steps:
+  - start: producer
+  - sleep: 1h
+`
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		// Interrupt once the producer has measurably run.
+		for {
+			time.Sleep(20 * time.Millisecond)
+			cancel()
+			return
+		}
+	}()
+	start := time.Now()
+	res := execute(t, ctx, y)
+	if res.Status != results.Interrupted {
+		t.Fatalf("status %s: %s", res.Status, res.Error)
+	}
+	if time.Since(start) > 20*time.Second {
+		t.Errorf("interrupt took %s", time.Since(start))
+	}
+}
+
+func TestEngineRelayModes(t *testing.T) {
+	for _, mode := range []string{"queue", "pool"} {
+		t.Run(mode, func(t *testing.T) {
+			y := `name: relay
+targets:
+  mq: { driver: memory }
+workloads:
+  client: { produce: { topic: in, size: 64B, count: 2000, threads: 4 } }
+  server: { relay: { mode: ` + mode + `, threads: 3, from: { topic: in }, to: { topic: out } } }
+  receiver: { consume: { topic: out } }
+progress: 0s
+steps:
+  - start: [receiver, server, client]
+  - wait: receiver.received >= 2000
+    timeout: 20s
+  - stop: all
+  - assert: server.received == 2000 && server.acked == 2000 && receiver.duplicates == 0
+`
+			res := execute(t, context.Background(), y)
+			if res.Status != results.Passed {
+				t.Fatalf("status %s %s %+v", res.Status, res.Error, res.Runs[0].Asserts)
+			}
+			if e2e := res.Runs[0].Metrics.Workloads["receiver"].E2E; e2e.Count != 2000 {
+				t.Errorf("end-to-end latency through the relay: %+v", e2e)
+			}
+		})
+	}
+}
+
+func TestEngineMatrixTables(t *testing.T) {
+	y := `name: m
+matrix:
+  threads: [1, 2]
+targets:
+  mq: { driver: memory }
+workloads:
+  producer: { produce: { topic: a, count: 100, threads: "${threads}" } }
+progress: 0s
+steps:
+  - start: producer
+    phase: produce
+  - wait: "!producer.running"
+    timeout: 10s
+report:
+  tables:
+    - title: Sweep
+      rows: runs
+      columns:
+        - { name: acked, value: producer.acked }
+        - { name: threads, value: vars.threads }
+`
+	res := execute(t, context.Background(), y)
+	if res.Status != results.Passed || len(res.Runs) != 2 {
+		t.Fatalf("status %s runs %d", res.Status, len(res.Runs))
+	}
+	tb := res.Tables[0]
+	want := [][]string{{"1", "100", "1"}, {"2", "100", "2"}}
+	if strings.Join(tb.Columns, ",") != "threads,acked,threads" || len(tb.Rows) != 2 {
+		t.Fatalf("table %+v", tb)
+	}
+	for i := range want {
+		if strings.Join(tb.Rows[i], ",") != strings.Join(want[i], ",") {
+			t.Errorf("row %d = %v, want %v", i, tb.Rows[i], want[i])
+		}
+	}
+}
