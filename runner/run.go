@@ -64,7 +64,7 @@ func (e *Engine) Execute(ctx context.Context, src *Source, plans []*Plan) *resul
 		Plan: src.Name, File: src.File, Description: src.Description, Version: e.Version,
 		Started: time.Now(), Status: results.Passed, Vars: redactVars(src), VarOrder: src.VarOrder,
 		Environment: results.Environment{Host: host, OS: runtime.GOOS, Arch: runtime.GOARCH, CPUs: runtime.NumCPU(), GoVersion: runtime.Version()},
-		Units: "rates in messages/s; MB = 10^6 bytes, MiB = 2^20 bytes; latency in ms, measured from the intended send time",
+		Units:       "rates in messages/s; MB = 10^6 bytes, MiB = 2^20 bytes; latency in ms, measured from the intended send time",
 	}
 	if len(plans) > 0 {
 		res.Title = plans[0].Report.Title

@@ -5,7 +5,6 @@ package steps
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"time"
 
@@ -114,4 +113,3 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-var _ = fmt.Sprintf

@@ -55,6 +55,7 @@ type Broker struct {
 	nsLn, brLn net.Listener
 	store      *store
 	consumers  *consumerManager
+	parks      parkTable
 	storeHost  [8]byte
 
 	done      chan struct{}
@@ -259,7 +260,6 @@ func (b *Broker) serveConn(c *conn, handler handlerFunc) {
 	for {
 		req, err := readCommand(r)
 		if err != nil {
-			b.logf("rocketmq: DEBUG %s read: %v", c.remote, err)
 			if errors.Is(err, errFrame) {
 				b.logf("rocketmq: %s: %v; closing connection", c.remote, err)
 			}

@@ -301,7 +301,7 @@ func (b *Broker) handleQueryOffset(req *command) *command {
 		return errResp(resSystemError, err.Error())
 	}
 	off, ok := b.store.consumerOffset(offsetKey{req.ext("consumerGroup"), topic, qid})
-	if !ok {
+	if !ok || off < 0 {
 		return errResp(resQueryNotFound, "Not found, maybe this group consumer boot first")
 	}
 	return okResp(map[string]string{"offset": itoa(off)}, nil)
@@ -317,7 +317,6 @@ func (b *Broker) handleUpdateOffset(req *command) *command {
 		return errResp(resSystemError, "invalid commitOffset")
 	}
 	b.store.commitOffset(offsetKey{req.ext("consumerGroup"), topic, qid}, off)
-	b.logf("rocketmq: DEBUG update offset %s %s[%d]=%d", req.ext("consumerGroup"), topic, qid, off)
 	return okResp(nil, nil)
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -104,12 +105,22 @@ func (b *Broker) handlePull(c *conn, req *command) *command {
 		defer t.Stop()
 		deadline = t.C
 	}
+	parked := false
+	defer func() {
+		if parked {
+			b.parks.leave(parkKey{group, topic, qid}, c)
+		}
+	}()
 	for {
 		res := b.pullOnce(q, offset, maxNums, tags)
 		if res.code != resPullNotFound || deadline == nil {
 			return res.command()
 		}
 		// Nothing to deliver yet: wait for an append or the timeout.
+		if !parked {
+			parked = true
+			b.parks.enter(parkKey{group, topic, qid}, c)
+		}
 		select {
 		case <-res.wake:
 			continue
@@ -189,4 +200,58 @@ func (b *Broker) pullOnce(q *queueData, offset int64, maxNums int, tags map[stri
 	}
 	r.code, r.body = resSuccess, body
 	return r
+}
+
+type parkKey struct {
+	group, topic string
+	queue        int
+}
+
+// parkTable tracks pulls waiting for messages. A group whose queues all have
+// a parked pull is caught up, which Logf reports and tests wait for.
+type parkTable struct {
+	mu sync.Mutex
+	m  map[parkKey]map[*conn]int
+}
+
+func (p *parkTable) enter(k parkKey, c *conn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.m == nil {
+		p.m = make(map[parkKey]map[*conn]int)
+	}
+	if p.m[k] == nil {
+		p.m[k] = make(map[*conn]int)
+	}
+	p.m[k][c]++
+}
+
+func (p *parkTable) leave(k parkKey, c *conn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.m[k][c]--; p.m[k][c] <= 0 {
+		delete(p.m[k], c)
+	}
+	if len(p.m[k]) == 0 {
+		delete(p.m, k)
+	}
+}
+
+// parkedQueues counts the group's queues with a pull parked on a live connection.
+func (p *parkTable) parkedQueues(group string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for k, conns := range p.m {
+		if k.group != group {
+			continue
+		}
+		for c := range conns {
+			if !c.isClosed() {
+				n++
+				break
+			}
+		}
+	}
+	return n
 }
