@@ -3,6 +3,7 @@ package main
 // The drivers, steps and reporters a planrun binary offers: each registers
 // itself by name when imported.
 import (
+	_ "github.com/planrun/planrun/collectors"
 	_ "github.com/planrun/planrun/drivers/kafka"
 	_ "github.com/planrun/planrun/drivers/memory"
 	_ "github.com/planrun/planrun/steps"

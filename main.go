@@ -7,12 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"strings"
 	"syscall"
 
+	"github.com/planrun/planrun/live"
 	"github.com/planrun/planrun/plan"
 	"github.com/planrun/planrun/reporters"
 	"github.com/planrun/planrun/results"
@@ -37,6 +39,7 @@ Usage:
   planrun run [flags] PLAN.yaml
   planrun validate PLAN.yaml...        check plans without contacting anything
   planrun report [--out DIR] RESULT.json   write the reports again from a saved result
+  planrun compare A.json B.json        two saved results side by side, with the change in percent
   planrun version
 
 Flags (before or after the plan):
@@ -44,6 +47,8 @@ Flags (before or after the plan):
                      variable, a comma-separated list of the values to run
   --out DIR          where report files go (default: reports)
   --quiet            no progress lines, only the final report
+  --metrics-addr ADDR  serve the live figures in Prometheus format at ADDR/metrics
+                     during the run (for example :9464)
 
 Exit codes: 0 success, 1 an assert failed, 2 invalid plan or usage,
 3 run-time failure (broker unreachable, step timed out, interrupted).
@@ -54,11 +59,12 @@ func main() {
 }
 
 type cli struct {
-	cmd   string
-	sets  map[string]string
-	out   string
-	quiet bool
-	args  []string
+	cmd         string
+	sets        map[string]string
+	out         string
+	quiet       bool
+	metricsAddr string
+	args        []string
 }
 
 func parseArgs(args []string) (*cli, error) {
@@ -93,6 +99,12 @@ func parseArgs(args []string) (*cli, error) {
 				return nil, err
 			}
 			c.out = v
+		case "--metrics-addr", "-metrics-addr":
+			v, err := next()
+			if err != nil {
+				return nil, err
+			}
+			c.metricsAddr = v
 		case "--quiet", "-quiet", "-q":
 			c.quiet = true
 		case "-h", "--help", "-help":
@@ -107,7 +119,7 @@ func parseArgs(args []string) (*cli, error) {
 	if c.cmd == "" {
 		if len(c.args) > 0 {
 			switch c.args[0] {
-			case "run", "validate", "version", "report", "help":
+			case "run", "validate", "version", "report", "compare", "help":
 				c.cmd, c.args = c.args[0], c.args[1:]
 			}
 		}
@@ -135,6 +147,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return validate(c, stdout, stderr)
 	case "report":
 		return report(c, stdout, stderr)
+	case "compare":
+		return compare(c, stdout, stderr)
 	}
 	if len(c.args) != 1 {
 		fmt.Fprintf(stderr, "planrun: run takes one plan file\n\n%s", usage)
@@ -166,6 +180,24 @@ func run(args []string, stdout, stderr io.Writer) int {
 		progress = io.Discard
 	}
 	eng := &runner.Engine{Out: progress, Version: version}
+	seriesPath := filepath.Join(c.out, plans[0].FileName("{name}")+".series.jsonl")
+	if f, err := os.Create(seriesPath); err == nil {
+		defer f.Close()
+		eng.Series = f
+	} else {
+		fmt.Fprintf(stderr, "planrun: per-second series will only be in the JSON result: %v\n", err)
+	}
+	if c.metricsAddr != "" {
+		ln, err := net.Listen("tcp", c.metricsAddr)
+		if err != nil {
+			fmt.Fprintf(stderr, "planrun: --metrics-addr %s: %v\n", c.metricsAddr, err)
+			return exitBadPlan
+		}
+		lctx, lcancel := context.WithCancel(context.Background())
+		defer lcancel()
+		go func() { _ = live.ServeListener(lctx, ln, eng.Current) }()
+		fmt.Fprintf(progress, "live metrics on http://%s/metrics\n", ln.Addr())
+	}
 	res := eng.Execute(ctx, src, plans)
 	paths, werr := writeReports(res, plans[0], c.out)
 	reporters.Render(stdout, res)
@@ -229,10 +261,13 @@ func writeReports(res *results.Result, p *runner.Plan, dir string) ([]string, er
 			res.Runs[i].Metrics.ExtraSeries = nil
 		}
 	}
-	outputs := []struct{ name, pattern string }{{"json", p.Report.JSON}, {"markdown", p.Report.Markdown}}
+	// Extra formats first, so the markdown report can link the charts.
+	type output struct{ name, pattern string }
+	var outputs []output
 	for _, f := range p.Report.Formats {
-		outputs = append(outputs, struct{ name, pattern string }{f, "{name}"})
+		outputs = append(outputs, output{f, p.Report.Markdown})
 	}
+	outputs = append(outputs, output{"json", p.Report.JSON}, output{"markdown", p.Report.Markdown})
 	for _, o := range outputs {
 		rep, ok := reporters.Lookup(o.name)
 		if !ok {
@@ -278,5 +313,23 @@ func report(c *cli, stdout, stderr io.Writer) int {
 	}
 	reporters.Render(stdout, res)
 	fmt.Fprintf(stderr, "wrote %s\n", path)
+	return exitOK
+}
+
+func compare(c *cli, stdout, stderr io.Writer) int {
+	if len(c.args) != 2 {
+		fmt.Fprintf(stderr, "planrun: compare takes two saved results: planrun compare A.json B.json\n")
+		return exitBadPlan
+	}
+	var rs [2]*results.Result
+	for i, f := range c.args {
+		r, err := results.Load(f)
+		if err != nil {
+			fmt.Fprintf(stderr, "planrun: %v\n", err)
+			return exitBadPlan
+		}
+		rs[i] = r
+	}
+	reporters.Compare(stdout, rs[0], rs[1])
 	return exitOK
 }

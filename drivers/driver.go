@@ -50,8 +50,9 @@ type ConsumeOptioner interface {
 	NewConsumeOptions() any
 }
 
-// ConfigChecker lets a driver check a decoded target config at load time,
-// beyond what types express (mutually exclusive fields and so on).
+// ConfigChecker lets a driver check, at load time, a decoded target config
+// or produce/consume options (whatever its New* functions returned), beyond
+// what types express: mutually exclusive fields and so on.
 type ConfigChecker interface {
 	CheckConfig(cfg any) error
 }

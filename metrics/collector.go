@@ -1,7 +1,9 @@
 package metrics
 
 import (
+	"encoding/json"
 	hdr "github.com/HdrHistogram/hdrhistogram-go"
+	"io"
 	"sort"
 	"sync"
 	"time"
@@ -126,6 +128,28 @@ type Collector struct {
 	phExt   map[string]*Gauge
 	extraTS []ExtraPoint
 	now     func() time.Time
+	sink    *json.Encoder
+	label   string
+}
+
+// SeriesLine is one line of the series file written while a run goes on,
+// so that a run killed without warning still leaves its figures behind.
+type SeriesLine struct {
+	Run      string `json:"run,omitempty"`
+	Workload string `json:"workload,omitempty"`
+	Point
+	Extra map[string]float64 `json:"extra,omitempty"`
+}
+
+// SetSink makes every sample also go to w as JSON lines, tagged with the
+// run's label.
+func (c *Collector) SetSink(w io.Writer, label string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if w != nil {
+		c.sink = json.NewEncoder(w)
+	}
+	c.label = label
 }
 
 // ExtraPoint is one per-second sample of the extra figures.
@@ -205,10 +229,16 @@ func (c *Collector) sampleLocked(now time.Time, extra map[string]float64) {
 		hdrPool.Put(iv.send)
 		hdrPool.Put(iv.e2e)
 		t.series = append(t.series, p)
+		if c.sink != nil {
+			_ = c.sink.Encode(SeriesLine{Run: c.label, Workload: t.rec.Name, Point: p})
+		}
 	}
 	if extra != nil {
 		c.extra = extra
 		c.extraTS = append(c.extraTS, ExtraPoint{T: ts, Values: extra})
+		if c.sink != nil {
+			_ = c.sink.Encode(SeriesLine{Run: c.label, Point: Point{T: ts, Phase: c.cur.Name}, Extra: extra})
+		}
 		for k, v := range extra {
 			for _, m := range []map[string]*Gauge{c.runExt, c.phExt} {
 				g := m[k]

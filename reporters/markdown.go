@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -27,6 +28,19 @@ type Markdown struct{}
 func (Markdown) Write(res *results.Result, base string) (string, error) {
 	var b bytes.Buffer
 	Render(&b, res)
+	// Charts written beside the report (format chart) are linked from it.
+	var charts []string
+	for _, f := range ChartFiles(res, base) {
+		if _, err := os.Stat(f); err == nil {
+			charts = append(charts, f)
+		}
+	}
+	if len(charts) > 0 {
+		fmt.Fprintf(&b, "## Charts\n\n")
+		for _, f := range charts {
+			fmt.Fprintf(&b, "![%s](%s)\n\n", filepath.Base(f), filepath.Base(f))
+		}
+	}
 	path := base + ".md"
 	return path, os.WriteFile(path, b.Bytes(), 0o644)
 }

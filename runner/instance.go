@@ -247,9 +247,24 @@ func (p *Plan) decodeWorkloads(d *plan.Decoder) {
 				}
 			}
 		}
+		checkOptions(d, body, what, t.drv, w.Opts)
+		if w.ToOpts != nil {
+			checkOptions(d, body, what+" to", p.Target(w.RelayTo.Target).drv, w.ToOpts)
+		}
 		p.Workloads = append(p.Workloads, w)
 		p.Env.Workloads = append(p.Env.Workloads, name)
 	})
+}
+
+// checkOptions lets the driver check its options of a workload at load time.
+func checkOptions(d *plan.Decoder, n *yaml.Node, what string, drv drivers.Driver, opts any) {
+	c, ok := drv.(drivers.ConfigChecker)
+	if !ok || opts == nil {
+		return
+	}
+	if err := c.CheckConfig(opts); err != nil {
+		d.Errs.At(n, "%s: %v", what, err)
+	}
 }
 
 // implementsConnector tells at load time whether a driver's targets can

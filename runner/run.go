@@ -24,9 +24,33 @@ import (
 type Engine struct {
 	Out     io.Writer // progress lines and messages
 	Version string
+	// Series, when set, receives every per-second sample as a JSON line
+	// while the run goes on.
+	Series io.Writer
 	// StopTimeout bounds how long stopping workloads and closing targets
 	// may take at the end of a run or after an interrupt.
 	StopTimeout time.Duration
+
+	mu      sync.Mutex
+	current *metrics.Collector
+}
+
+// Current is a snapshot of the run going on (empty between runs), for a
+// live metrics endpoint.
+func (e *Engine) Current() metrics.Snapshot {
+	e.mu.Lock()
+	c := e.current
+	e.mu.Unlock()
+	if c == nil {
+		return metrics.Snapshot{}
+	}
+	return c.Snapshot(time.Now(), false)
+}
+
+func (e *Engine) setCurrent(c *metrics.Collector) {
+	e.mu.Lock()
+	e.current = c
+	e.mu.Unlock()
 }
 
 // ErrInterrupted marks a run ended by a signal.
@@ -51,6 +75,7 @@ type Run struct {
 	curStep   string
 	failCause context.CancelCauseFunc
 	failErr   error
+	samplers  []Sampler
 }
 
 // Execute runs every plan instance (one per matrix combination) in order
@@ -125,6 +150,8 @@ func (e *Engine) executeOne(ctx context.Context, p *Plan, index int, res *result
 	}
 	r := &Run{Plan: p, engine: e, coll: metrics.NewCollector(now), targets: map[string]drivers.Target{}, works: map[string]workloads.Workload{},
 		probes: map[string]any{}, phaseAt: now}
+	r.coll.SetSink(e.Series, out.Label)
+	e.setCurrent(r.coll)
 	runCtx, cancelRun := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelRun()
 
@@ -168,6 +195,12 @@ func (e *Engine) executeOne(ctx context.Context, p *Plan, index int, res *result
 	}
 	finalRates(&out.Metrics, out.Kinds)
 	r.closeTargets()
+	for _, s := range r.samplers {
+		if err := s.Close(); err != nil {
+			r.Warn(fmt.Sprintf("collector: closing: %v", err))
+		}
+	}
+	e.setCurrent(nil)
 	r.mu.Lock()
 	out.Asserts = r.asserts
 	out.Probes = r.probes
@@ -267,6 +300,7 @@ func (r *Run) setup(ctx context.Context, index int, res *results.Result) error {
 			r.Warn(fmt.Sprintf("collector %q: %v (its figures stay empty)", c.Name, err))
 			continue
 		}
+		r.samplers = append(r.samplers, s)
 		r.coll.AddExtra(&collectorSampler{run: r, def: c, s: s})
 	}
 	return nil
@@ -292,7 +326,8 @@ func (c *collectorSampler) Sample() map[string]float64 {
 			c.warned = true
 			c.run.Warn(fmt.Sprintf("collector %q: %v (reported once; sampling goes on)", c.def.Name, err))
 		}
-		return nil
+		// Figures the collector did read still count: one metric a broker
+		// has not created yet must not blank the others.
 	}
 	out := make(map[string]float64, len(vals))
 	for k, v := range vals {

@@ -1,0 +1,283 @@
+package reporters
+
+import (
+	"errors"
+	"fmt"
+	"image/color"
+	"io"
+	"os"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/text"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+
+	"github.com/planrun/planrun/metrics"
+	"github.com/planrun/planrun/results"
+)
+
+func init() {
+	Register("chart", Chart{})
+}
+
+// Chart draws each run's per-second series as a PNG: message rates,
+// backlog and p99 latency in stacked panels sharing the time axis, with
+// the phases marked.
+type Chart struct{}
+
+// Chart image size: wide enough for a long run, a panel tall enough to read.
+const (
+	chartWidth       = 11 * vg.Inch
+	chartPanelHeight = 3 * vg.Inch
+	chartDPI         = 96
+)
+
+// ChartFiles lists the images the chart reporter writes for res, in run
+// order: base.png for a single run, base-run1.png, base-run2.png... when
+// there are several; runs without series get none.
+func ChartFiles(res *results.Result, base string) []string {
+	var files []string
+	for i := range res.Runs {
+		if !hasSeries(&res.Runs[i]) {
+			continue
+		}
+		files = append(files, chartFile(res, base, i))
+	}
+	return files
+}
+
+func chartFile(res *results.Result, base string, i int) string {
+	if len(res.Runs) == 1 {
+		return base + ".png"
+	}
+	return fmt.Sprintf("%s-run%d.png", base, i+1)
+}
+
+func hasSeries(run *results.Run) bool {
+	for _, pts := range run.Metrics.Series {
+		if len(pts) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// Write draws every run that has series and returns the first image's path.
+func (Chart) Write(res *results.Result, base string) (string, error) {
+	first := ""
+	for i := range res.Runs {
+		run := &res.Runs[i]
+		if !hasSeries(run) {
+			continue
+		}
+		path := chartFile(res, base, i)
+		if err := writeChart(path, chartTitle(res, run), run); err != nil {
+			return path, err
+		}
+		if first == "" {
+			first = path
+		}
+	}
+	if first == "" {
+		return "", errors.New("no per-second series to draw (report: series: false leaves them out)")
+	}
+	return first, nil
+}
+
+func chartTitle(res *results.Result, run *results.Run) string {
+	title := res.Title
+	if title == "" {
+		title = res.Plan
+	}
+	if run.Label != "" {
+		title += " - " + run.Label
+	}
+	return title
+}
+
+func writeChart(path, title string, run *results.Run) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := ChartPNG(f, title, run); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// ChartPNG draws one run's chart as a PNG image.
+func ChartPNG(w io.Writer, title string, run *results.Run) error {
+	panels, err := chartPanels(run)
+	if err != nil {
+		return err
+	}
+	if len(panels) == 0 {
+		return errors.New("no per-second series to draw")
+	}
+	panels[0].Title.Text = title
+	end := run.Metrics.Elapsed
+	for _, pts := range run.Metrics.Series {
+		if len(pts) > 0 {
+			end = max(end, pts[len(pts)-1].T)
+		}
+	}
+	for i, p := range panels {
+		p.X.Min, p.X.Max = 0, max(end, 1)
+		p.Add(phaseMarks{phases: run.Metrics.Phases, labels: i == 0})
+		if i == len(panels)-1 {
+			p.X.Label.Text = "seconds since the start"
+		}
+	}
+	img := vgimg.NewWith(vgimg.UseWH(chartWidth, chartPanelHeight*vg.Length(len(panels))), vgimg.UseDPI(chartDPI))
+	dc := draw.New(img)
+	tiles := draw.Tiles{Rows: len(panels), Cols: 1, PadTop: vg.Points(4), PadBottom: vg.Points(4), PadLeft: vg.Points(4), PadRight: vg.Points(12), PadY: vg.Points(10)}
+	grid := make([][]*plot.Plot, len(panels))
+	for i, p := range panels {
+		grid[i] = []*plot.Plot{p}
+	}
+	canvases := plot.Align(grid, tiles, dc)
+	for i, p := range panels {
+		p.Draw(canvases[i][0])
+	}
+	_, err = vgimg.PngCanvas{Canvas: img}.WriteTo(w)
+	return err
+}
+
+// line is one curve of a panel.
+type line struct {
+	name   string
+	pts    []metrics.Point
+	value  func(metrics.Point) float64
+	dashed bool
+	// gaps leaves out zero values: a second without messages has no
+	// latency, and drawing it as 0 ms would look like a fast second.
+	gaps bool
+}
+
+func chartPanels(run *results.Run) ([]*plot.Plot, error) {
+	var rates, backlog, latency []line
+	for _, n := range seriesOrder(run) {
+		pts := run.Metrics.Series[n]
+		kind := run.Kinds[n]
+		sends := kind == "produce" || kind == "relay"
+		receives := kind == "consume" || kind == "relay"
+		if sends {
+			rates = append(rates, line{name: n + " sent", pts: pts, value: func(p metrics.Point) float64 { return p.SendRate }})
+			latency = append(latency, line{name: n + " p99 to ack", pts: pts, value: func(p metrics.Point) float64 { return p.P99 }, gaps: true})
+		}
+		if receives {
+			rates = append(rates, line{name: n + " received", pts: pts, value: func(p metrics.Point) float64 { return p.RecvRate }, dashed: kind == "relay"})
+			backlog = append(backlog, line{name: n, pts: pts, value: func(p metrics.Point) float64 { return float64(p.Backlog.Messages) }})
+			latency = append(latency, line{name: n + " p99 end to end", pts: pts, value: func(p metrics.Point) float64 { return p.E2EP99 }, gaps: true, dashed: kind == "relay"})
+		}
+	}
+	var panels []*plot.Plot
+	for _, spec := range []struct {
+		ylabel string
+		lines  []line
+	}{{"messages/s", rates}, {"backlog (messages)", backlog}, {"p99 latency (ms)", latency}} {
+		if len(spec.lines) == 0 {
+			continue
+		}
+		p, err := panel(spec.ylabel, spec.lines)
+		if err != nil {
+			return nil, err
+		}
+		panels = append(panels, p)
+	}
+	return panels, nil
+}
+
+func panel(ylabel string, lines []line) (*plot.Plot, error) {
+	p := plot.New()
+	p.Y.Label.Text = ylabel
+	p.Y.Min = 0
+	p.Add(plotter.NewGrid())
+	p.Legend.Top = true
+	p.Legend.XOffs = -vg.Points(6)
+	top := 0.0
+	for i, l := range lines {
+		var segments []plotter.XYs
+		var cur plotter.XYs
+		for _, pt := range l.pts {
+			v := l.value(pt)
+			if l.gaps && v == 0 {
+				if len(cur) > 0 {
+					segments = append(segments, cur)
+					cur = nil
+				}
+				continue
+			}
+			cur = append(cur, plotter.XY{X: pt.T, Y: v})
+			top = max(top, v)
+		}
+		if len(cur) > 0 {
+			segments = append(segments, cur)
+		}
+		style := draw.LineStyle{Color: plotutil.Color(i), Width: vg.Points(1.5)}
+		if l.dashed {
+			style.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
+		}
+		for k, seg := range segments {
+			if len(seg) == 1 {
+				// A lone second still shows, as a short tick.
+				seg = append(seg, plotter.XY{X: seg[0].X + 0.2, Y: seg[0].Y})
+			}
+			pl, err := plotter.NewLine(seg)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", l.name, err)
+			}
+			pl.LineStyle = style
+			p.Add(pl)
+			if k == 0 {
+				p.Legend.Add(l.name, pl)
+			}
+		}
+		if len(segments) == 0 {
+			// Keep the legend honest about a curve that never rose above 0.
+			p.Legend.Add(l.name+" (none)", legendSwatch(style))
+		}
+	}
+	// Headroom above the highest curve keeps it clear of the legend: each
+	// entry takes about 7% of a panel's height.
+	p.Y.Max = max(top, 1) / (1 - min(0.6, 0.07*float64(len(lines))+0.04))
+	return p, nil
+}
+
+func legendSwatch(style draw.LineStyle) plot.Thumbnailer {
+	l := &plotter.Line{LineStyle: style}
+	return l
+}
+
+// phaseMarks draws a dashed vertical line where each named phase starts,
+// with its name along the top when labels is set.
+type phaseMarks struct {
+	phases []metrics.Phase
+	labels bool
+}
+
+func (m phaseMarks) Plot(c draw.Canvas, p *plot.Plot) {
+	trX, _ := p.Transforms(&c)
+	style := draw.LineStyle{Color: color.Gray{Y: 110}, Width: vg.Points(1), Dashes: []vg.Length{vg.Points(4), vg.Points(3)}}
+	label := p.X.Tick.Label
+	label.Font.Size = vg.Points(9)
+	label.Color = color.Gray{Y: 60}
+	label.XAlign, label.YAlign = text.XLeft, text.YTop
+	for _, ph := range m.phases {
+		if ph.Name == "" || ph.Start < p.X.Min || ph.Start > p.X.Max {
+			continue
+		}
+		x := trX(ph.Start)
+		if ph.Start > p.X.Min {
+			c.StrokeLine2(style, x, c.Min.Y, x, c.Max.Y)
+		}
+		if m.labels {
+			c.FillText(label, vg.Point{X: x + vg.Points(3), Y: c.Max.Y - vg.Points(2)}, ph.Name)
+		}
+	}
+}

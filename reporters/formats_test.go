@@ -1,0 +1,292 @@
+package reporters
+
+import (
+	"bytes"
+	"encoding/xml"
+	"flag"
+	"image"
+	_ "image/png"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/planrun/planrun/metrics"
+	"github.com/planrun/planrun/results"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
+
+// golden compares got with testdata/name, or rewrites it with -update.
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./reporters -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from the golden file (go test ./reporters -update rewrites it):\n--- got\n%s\n--- want\n%s", name, got, want)
+	}
+}
+
+var t0 = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+
+// syntheticRun is a run of a producer, a consumer and a relay over two
+// phases, with a collector. scale multiplies rates and latencies so that
+// two results can be compared.
+func syntheticRun(label string, scale float64) results.Run {
+	lat := func(p99 float64) metrics.Latency {
+		return metrics.Latency{Count: 1000, Avg: p99 / 3 * scale, P50: p99 / 4 * scale, P95: p99 / 2 * scale, P99: p99 * scale, P999: p99 * 1.5 * scale, Max: p99 * 2 * scale}
+	}
+	run := results.Run{
+		Label: label, Status: results.Passed, Started: t0, Finished: t0.Add(20 * time.Second),
+		Kinds: map[string]string{"producer": "produce", "consumer": "consume", "mirror": "relay"},
+	}
+	if label != "" {
+		run.Combination = map[string]string{"size": strings.TrimPrefix(label, "size=")}
+	}
+	var series = map[string][]metrics.Point{}
+	var extra []metrics.ExtraPoint
+	for s := 1; s <= 10; s++ {
+		t := float64(s) + 0.001
+		phase := "warm"
+		if s > 4 {
+			phase = "steady"
+		}
+		rate := 100 * float64(s) * scale
+		p99 := 0.0
+		if s != 6 {
+			p99 = 2 * float64(s) * scale // second 6 has no messages: a gap
+		}
+		series["producer"] = append(series["producer"], metrics.Point{T: t, Phase: phase, SendRate: rate, SendMBps: rate / 1000, P99: p99, Lag: -1})
+		series["consumer"] = append(series["consumer"], metrics.Point{T: t, Phase: phase, RecvRate: rate * 0.9, RecvMBps: rate * 0.9 / 1000, E2EP99: p99 * 3,
+			Backlog: metrics.Backlog{Messages: int64(10 * s), Bytes: int64(10000 * s)}, Lag: int64(s), Gauges: map[string]float64{"partitions": 3}})
+		series["mirror"] = append(series["mirror"], metrics.Point{T: t, Phase: phase, SendRate: rate / 2, RecvRate: rate / 2, P99: p99 / 2, E2EP99: p99, Lag: -1})
+		extra = append(extra, metrics.ExtraPoint{T: t, Values: map[string]float64{"host.cpu": 10 * float64(s) * scale, "broker.bytes_in": 1.5e6 * scale}})
+	}
+	phase := func(name string, start, end float64, k float64) metrics.Phase {
+		return metrics.Phase{Name: name, Start: start, End: end,
+			Workloads: map[string]metrics.Stats{
+				"producer": {Acked: int64(1000 * k * scale), Failed: int64(k), Rate: 250 * k * scale, SendRate: 250 * k * scale, SendMBps: 0.25 * k * scale, Latency: lat(5 * k), Lag: -1},
+				"consumer": {Received: int64(900 * k * scale), Rate: 225 * k * scale, RecvRate: 225 * k * scale, RecvMBps: 0.225 * k * scale, E2E: lat(15 * k), Lag: 3},
+				"mirror":   {Received: 10, Acked: 10, Rate: 0, Lag: -1},
+			},
+			Extra: map[string]metrics.Gauge{"host.cpu": {Avg: 20 * k * scale, Max: 40 * k * scale}, "broker.bytes_in": {Avg: 1.5 * scale, Max: 1.5 * scale}},
+		}
+	}
+	run.Metrics = metrics.Snapshot{
+		Elapsed: 10.5,
+		Order:   []string{"producer", "consumer", "mirror"},
+		Phases:  []metrics.Phase{phase("warm", 0, 4.001, 1), phase("steady", 4.001, 10.5, 2)},
+		Workloads: map[string]metrics.Stats{
+			"producer": {Acked: int64(3000 * scale), Rate: 285 * scale, SendMBps: 0.285 * scale, Latency: lat(8)},
+			"consumer": {Received: int64(2700 * scale), Rate: 257 * scale, RecvMBps: 0.257 * scale, E2E: lat(25)},
+		},
+		ExtraRun:    map[string]metrics.Gauge{"host.cpu": {Avg: 55 * scale, Max: 100}},
+		Series:      series,
+		ExtraSeries: extra,
+	}
+	run.Asserts = []results.Assert{
+		{Step: "line 30", Expr: "producer.rate > 100", Passed: true},
+		{Step: "line 31", Expr: "consumer.e2e.p99 < 10", Message: "end-to-end p99 under 10 ms", Passed: false, Detail: "consumer.e2e.p99 = 30 (want < 10)"},
+		{Step: "line 32", Expr: "producer.rate > 100", Passed: true},
+	}
+	run.Warnings = []string{`collector "broker": connection refused & <retrying>`}
+	return run
+}
+
+func syntheticResult(labels []string, scale float64) *results.Result {
+	res := &results.Result{Plan: "kafka-perf", File: "plans/kafka-perf.yaml", Status: results.AssertFail, Started: t0, Finished: t0.Add(time.Minute),
+		Environment: results.Environment{Host: "bench1", OS: "linux", Arch: "amd64", CPUs: 2}}
+	for i, l := range labels {
+		r := syntheticRun(l, scale)
+		r.Index = i
+		res.Runs = append(res.Runs, r)
+	}
+	return res
+}
+
+func TestCSV(t *testing.T) {
+	res := syntheticResult([]string{"size=1KB", "size=10KB"}, 1)
+	res.Runs[1].Metrics.ExtraSeries = nil
+	base := filepath.Join(t.TempDir(), "kafka-perf")
+	path, err := CSV{}.Write(res, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if path != base+".csv" {
+		t.Errorf("path %s", path)
+	}
+	if got := CSVFiles(res, base); len(got) != 2 || got[1] != base+"-extra.csv" {
+		t.Errorf("CSVFiles = %v", got)
+	}
+	for _, f := range []string{".csv", "-extra.csv"} {
+		data, err := os.ReadFile(base + f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		golden(t, "series"+f, data)
+	}
+	// Without collectors there is no extra file.
+	res.Runs[0].Metrics.ExtraSeries = nil
+	base2 := filepath.Join(t.TempDir(), "plain")
+	if _, err := (CSV{}).Write(res, base2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(base2 + "-extra.csv"); !os.IsNotExist(err) {
+		t.Errorf("extra CSV written without collected figures: %v", err)
+	}
+}
+
+func TestJUnit(t *testing.T) {
+	res := syntheticResult([]string{"size=1KB", "size=10KB"}, 1)
+	res.Runs[1].Status = results.Failed
+	res.Runs[1].Error = `step 3 (wait): timed out after 10s`
+	res.Runs[1].FailedStep = "step 3 (wait)"
+	res.Runs[1].Asserts = nil
+	res.Status = results.Failed
+	base := filepath.Join(t.TempDir(), "kafka-perf")
+	path, err := JUnit{}.Write(res, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if path != base+".junit.xml" {
+		t.Errorf("path %s", path)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "junit.xml", data)
+	var doc junitSuites
+	if err := xml.Unmarshal(data, &doc); err != nil {
+		t.Fatalf("not valid XML: %v", err)
+	}
+	if doc.Tests != 5 || doc.Failures != 1 || doc.Errors != 1 || len(doc.Suites) != 2 {
+		t.Errorf("counts: tests %d, failures %d, errors %d, suites %d", doc.Tests, doc.Failures, doc.Errors, len(doc.Suites))
+	}
+}
+
+func TestChart(t *testing.T) {
+	dir := t.TempDir()
+	for _, labels := range [][]string{{""}, {"size=1KB", "size=10KB"}} {
+		res := syntheticResult(labels, 1)
+		base := filepath.Join(dir, "kafka-perf")
+		path, err := Chart{}.Write(res, base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files := ChartFiles(res, base)
+		if len(files) != len(labels) || files[0] != path {
+			t.Fatalf("Write returned %s, ChartFiles %v", path, files)
+		}
+		if len(labels) > 1 && files[1] != base+"-run2.png" {
+			t.Errorf("second chart %s", files[1])
+		}
+		for _, f := range files {
+			fh, err := os.Open(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			img, format, err := image.Decode(fh)
+			fh.Close()
+			if err != nil || format != "png" {
+				t.Fatalf("%s: %v (format %q)", f, err, format)
+			}
+			b := img.Bounds()
+			// Three panels of 3in by 11in at 96 dpi.
+			if b.Dx() != 1056 || b.Dy() != 864 {
+				t.Errorf("%s is %dx%d", f, b.Dx(), b.Dy())
+			}
+			if !varied(img) {
+				t.Errorf("%s is blank", f)
+			}
+		}
+	}
+	// Only producers: one panel for rates, one for latency.
+	res := syntheticResult([]string{""}, 1)
+	res.Runs[0].Kinds = map[string]string{"producer": "produce"}
+	delete(res.Runs[0].Metrics.Series, "consumer")
+	delete(res.Runs[0].Metrics.Series, "mirror")
+	var b bytes.Buffer
+	if err := ChartPNG(&b, "producers", &res.Runs[0]); err != nil {
+		t.Fatal(err)
+	}
+	cfg, _, err := image.DecodeConfig(&b)
+	if err != nil || cfg.Height != 2*288 {
+		t.Errorf("producer-only chart: %v, height %d", err, cfg.Height)
+	}
+	// No series: an error that says why.
+	res.Runs[0].Metrics.Series = nil
+	if _, err := (Chart{}).Write(res, filepath.Join(dir, "none")); err == nil || !strings.Contains(err.Error(), "series") {
+		t.Errorf("chart without series: %v", err)
+	}
+}
+
+// varied says an image has more than a background: some pixels differ
+// clearly from the first one.
+func varied(img image.Image) bool {
+	b := img.Bounds()
+	r0, g0, b0, _ := img.At(b.Min.X, b.Min.Y).RGBA()
+	n := 0
+	for y := b.Min.Y; y < b.Max.Y; y += 3 {
+		for x := b.Min.X; x < b.Max.X; x += 3 {
+			r, g, bl, _ := img.At(x, y).RGBA()
+			if math.Abs(float64(r)-float64(r0))+math.Abs(float64(g)-float64(g0))+math.Abs(float64(bl)-float64(b0)) > 3000 {
+				n++
+			}
+		}
+	}
+	return n > 500
+}
+
+func TestCompare(t *testing.T) {
+	a := syntheticResult([]string{"size=1KB", "size=10KB"}, 1)
+	b := syntheticResult([]string{"size=1KB", "size=100KB"}, 1.25)
+	// A phase only in B.
+	b.Runs[0].Metrics.Phases = append(b.Runs[0].Metrics.Phases, metrics.Phase{Name: "drain", Start: 10.5, End: 12})
+	b.Runs[0].Status = results.AssertFail
+	var out bytes.Buffer
+	Compare(&out, a, b)
+	golden(t, "compare.md", out.Bytes())
+	// Table pads cells: compare with single spaces.
+	s := strings.Join(strings.Fields(out.String()), " ")
+	for _, want := range []string{
+		"| warm | producer | msg/s | 250.00 | 312.50 | +25.0% |",
+		"| steady | producer | failed | 2 | 2 | 0.0% |",
+		"| warm | host.cpu | 20.00 | 25.00 | +25.0% |",
+		"- phase drain is only in B",
+		"- run size=10KB is only in A",
+		"- run size=100KB is only in B",
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("comparison lacks %q", want)
+		}
+	}
+	if got := changeOf(0, 5, true); got != "from 0" {
+		t.Errorf("change from 0: %s", got)
+	}
+	if got := changeOf(-4, -2, true); got != "+50.0%" {
+		t.Errorf("change from a negative value: %s", got)
+	}
+}
+
+func TestRegistered(t *testing.T) {
+	for _, n := range []string{"csv", "junit", "chart"} {
+		if _, ok := Lookup(n); !ok {
+			t.Errorf("reporter %s not registered", n)
+		}
+	}
+}
