@@ -72,7 +72,11 @@ func (r *Recorder) Acked(bytes int, latency time.Duration, now time.Time) {
 	r.acked.Add(1)
 	r.bytesAcked.Add(int64(bytes))
 	r.SendLatency.Record(latency)
-	r.touch(now.UnixNano())
+	// first_at/last_at time what a workload is for: sends for producers,
+	// receipts for consumers and relays (a hop's "time to receive all N").
+	if r.Kind == "produce" {
+		r.touch(now.UnixNano())
+	}
 }
 
 // Failed counts one send the broker refused or that timed out.

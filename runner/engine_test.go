@@ -141,22 +141,34 @@ steps:
   - start: producer
   - sleep: 1h
 `
+	src, plans, err := runner.Parse("plan.yaml", []byte(y), runner.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	e := &runner.Engine{Version: "test"}
 	go func() {
-		// Interrupt once the producer has measurably run.
-		for {
-			time.Sleep(20 * time.Millisecond)
-			cancel()
-			return
+		// Interrupt once the producer has measurably run, as a user would.
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for range tick.C {
+			if e.Current().Workloads["producer"].Acked > 10 {
+				cancel()
+				return
+			}
 		}
 	}()
 	start := time.Now()
-	res := execute(t, ctx, y)
+	res := e.Execute(ctx, src, plans)
 	if res.Status != results.Interrupted {
 		t.Fatalf("status %s: %s", res.Status, res.Error)
 	}
 	if time.Since(start) > 20*time.Second {
 		t.Errorf("interrupt took %s", time.Since(start))
+	}
+	if got := res.Runs[0].Metrics.Workloads["producer"].Acked; got <= 10 {
+		t.Errorf("what was measured before the interrupt is kept: acked %d", got)
 	}
 }
 

@@ -148,8 +148,8 @@ type consumer struct {
 	pos  []int64
 }
 
-// NewConsumer joins a group. Partitions are split between the group's
-// consumers by index when they start; that is enough for tests.
+// NewConsumer joins a group. Every consumer of a group reads every
+// partition from the group's position: use one consumer per group.
 func (b *Broker) NewConsumer(_ context.Context, spec drivers.ConsumerSpec) (drivers.Consumer, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
