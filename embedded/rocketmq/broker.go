@@ -1,8 +1,17 @@
 // Package rocketmq runs an in-process RocketMQ name server and a single broker
 // that speak the RocketMQ remoting protocol, so the real clients (for example
 // github.com/apache/rocketmq-client-go/v2) can produce and consume against a
-// laptop without a RocketMQ installation. Messages are kept in a commit log
-// file; only a 12-byte-per-message index is held in memory.
+// laptop without a RocketMQ installation.
+//
+// Messages are appended to one commit log file in the RocketMQ record layout;
+// only a 12-byte-per-message index is held in memory, so backlogs live on
+// disk. Supported: sync/oneway/batch sends, push and pull consumers with long
+// polling, consumer groups with rebalancing notifications, broker-side
+// consumer offsets, TAG filtering, orderly-consumption queue locks, retries
+// through %RETRY% topics with delay levels, dead-letter topics, delayed
+// messages, transactional commit/rollback (without check-back) and ACL
+// signatures. Not supported: SQL92 filtering, message query by key, timer
+// (TIMER_DELIVER_MS) messages, replication and log cleanup.
 package rocketmq
 
 import (
@@ -113,7 +122,7 @@ func Start(ctx context.Context, opts Options) (*Broker, error) {
 			}
 		}
 		if b.store != nil {
-			_ = b.store.close()
+			_ = b.store.close(false)
 		}
 		if b.tempDir {
 			_ = os.RemoveAll(b.dir)
@@ -201,7 +210,7 @@ func (b *Broker) Close() error {
 		if !b.tempDir {
 			errs = append(errs, b.store.saveMeta())
 		}
-		errs = append(errs, b.store.close())
+		errs = append(errs, b.store.close(!b.tempDir))
 		if b.tempDir {
 			errs = append(errs, os.RemoveAll(b.dir))
 		}

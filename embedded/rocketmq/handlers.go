@@ -144,6 +144,9 @@ func (b *Broker) handleSend(c *conn, req *command) *command {
 		return errResp(resMessageIllegal, err.Error())
 	}
 	n := td.queueCount()
+	if n == 0 {
+		return errResp(resSystemError, fmt.Sprintf("topic %s has no queues", h.topic))
+	}
 	qid := h.queueID
 	if qid < 0 {
 		qid = rand.IntN(n)
@@ -162,7 +165,6 @@ func (b *Broker) handleSend(c *conn, req *command) *command {
 		props:          h.props,
 	}
 	var res putResult
-	var stored *topicData
 	if req.Code == reqSendBatchMessage {
 		entries, err := decodeBatch(req.Body)
 		if err != nil {
@@ -181,7 +183,6 @@ func (b *Broker) handleSend(c *conn, req *command) *command {
 			}
 			msgs[i] = &m
 		}
-		stored = td
 		res, err = b.store.put(td, qid, msgs)
 		if err != nil {
 			return errResp(resSystemError, err.Error())
@@ -192,7 +193,7 @@ func (b *Broker) handleSend(c *conn, req *command) *command {
 		if err := m.validate(); err != nil {
 			return errResp(resMessageIllegal, err.Error())
 		}
-		stored, res, err = b.putMessage(&m, h.maxReconsumeTimes)
+		res, err = b.putMessage(&m, h.maxReconsumeTimes)
 		if err != nil {
 			return errResp(resSystemError, err.Error())
 		}
@@ -201,7 +202,6 @@ func (b *Broker) handleSend(c *conn, req *command) *command {
 	for i, p := range res.phys {
 		ids[i] = offsetMsgID(b.storeHost, p)
 	}
-	b.logf("rocketmq: stored %d message(s) in %s[%d] at %d", len(ids), stored.name, qid, res.queueOffset)
 	return okResp(map[string]string{
 		"msgId":       strings.Join(ids, ","),
 		"queueId":     strconv.Itoa(qid),
@@ -214,7 +214,7 @@ func (b *Broker) handleSend(c *conn, req *command) *command {
 // putMessage stores one message, applying the broker-side redirections:
 // exhausted retries go to the dead-letter topic, DELAY messages wait in the
 // schedule topic, prepared transactional messages wait in the half topic.
-func (b *Broker) putMessage(m *message, maxRetries int32) (*topicData, putResult, error) {
+func (b *Broker) putMessage(m *message, maxRetries int32) (putResult, error) {
 	if maxRetries <= 0 {
 		maxRetries = defaultMaxRetries
 	}
@@ -243,13 +243,12 @@ func (b *Broker) putMessage(m *message, maxRetries int32) (*topicData, putResult
 	}
 	td, err := b.store.ensureTopic(m.topic, b.autoQueues(m.topic))
 	if err != nil {
-		return nil, putResult{}, err
+		return putResult{}, err
 	}
 	if int(m.queueID) >= td.queueCount() {
 		m.queueID = 0
 	}
-	res, err := b.store.put(td, int(m.queueID), []*message{m})
-	return td, res, err
+	return b.store.put(td, int(m.queueID), []*message{m})
 }
 
 func redirectProps(props, topic string, qid int32) string {
@@ -403,7 +402,7 @@ func (b *Broker) handleSendBack(req *command) *command {
 	m.reconsumeTimes++
 	m.queueID = 0
 	m.props = marshalProps(p)
-	if _, _, err := b.putMessage(m, maxRetries+1); err != nil {
+	if _, err := b.putMessage(m, maxRetries+1); err != nil {
 		return errResp(resSystemError, err.Error())
 	}
 	return okResp(nil, nil)
@@ -429,7 +428,7 @@ func (b *Broker) handleEndTransaction(req *command) *command {
 	}
 	m.sysFlag = m.sysFlag&^sysFlagTxMask | txCommitType
 	m.preparedTxOffset = phys
-	if _, _, err := b.putMessage(m, 0); err != nil {
+	if _, err := b.putMessage(m, 0); err != nil {
 		return errResp(resSystemError, err.Error())
 	}
 	return okResp(nil, nil)

@@ -101,7 +101,11 @@ func (b *Broker) handlePull(c *conn, req *command) *command {
 
 	var deadline <-chan time.Time
 	if sysFlag&pullFlagSuspend != 0 && suspendMs > 0 {
-		t := time.NewTimer(min(time.Duration(suspendMs)*time.Millisecond, maxSuspend))
+		wait := maxSuspend
+		if suspendMs < int64(maxSuspend/time.Millisecond) {
+			wait = time.Duration(suspendMs) * time.Millisecond
+		}
+		t := time.NewTimer(wait)
 		defer t.Stop()
 		deadline = t.C
 	}
@@ -170,15 +174,20 @@ func (b *Broker) pullOnce(q *queueData, offset int64, maxNums int, tags map[stri
 			r.code, r.remark = resSystemError, err.Error()
 			return r
 		}
-		scanned += n
 		if tags == nil {
-			body = append(body, data...)
+			if body == nil {
+				body = data
+			} else {
+				body = append(body, data...)
+			}
 			matched += n
+			scanned += n
 		} else {
-			for p, i := 0, 0; i < n; i++ {
+			for p, i := 0, 0; i < n && matched < maxNums; i++ {
 				sz := int(size[i])
 				rec, err := parseRecord(data[p : p+sz])
 				p += sz
+				scanned++
 				if err != nil {
 					continue
 				}
@@ -207,8 +216,8 @@ type parkKey struct {
 	queue        int
 }
 
-// parkTable tracks pulls waiting for messages. A group whose queues all have
-// a parked pull is caught up, which Logf reports and tests wait for.
+// parkTable tracks pulls waiting for messages, per group and queue: a group
+// with a parked pull on each of its queues has consumed everything.
 type parkTable struct {
 	mu sync.Mutex
 	m  map[parkKey]map[*conn]int

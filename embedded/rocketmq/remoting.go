@@ -31,7 +31,8 @@ const (
 
 	// maxInflightPerConn bounds concurrently served requests of one connection;
 	// when reached, the reader stops reading, which pushes back on the client.
-	maxInflightPerConn = 512
+	// A consumer parks one pull per assigned queue, so this is generous.
+	maxInflightPerConn = 4096
 )
 
 // command is one decoded remoting frame.
@@ -133,6 +134,9 @@ func decodeFrame(buf []byte) (*command, error) {
 }
 
 func decodeJSONHeader(b []byte) (*command, error) {
+	if cmd, ok := fastDecodeHeader(b); ok {
+		return cmd, nil
+	}
 	var h jsonHeader
 	if err := json.Unmarshal(b, &h); err != nil {
 		return nil, fmt.Errorf("%w: %v", errFrame, err)
@@ -227,16 +231,7 @@ func encodeHeader(c *command, st byte) ([]byte, error) {
 		}
 		return b, nil
 	}
-	return json.Marshal(jsonHeader{
-		Code:                    c.Code,
-		Language:                json.RawMessage(`"JAVA"`),
-		Version:                 c.Version,
-		Opaque:                  c.Opaque,
-		Flag:                    c.Flag,
-		Remark:                  c.Remark,
-		ExtFields:               c.ExtFields,
-		SerializeTypeCurrentRPC: "JSON",
-	})
+	return appendJSONHeader(nil, c), nil
 }
 
 // conn is one accepted client connection.

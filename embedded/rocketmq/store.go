@@ -507,8 +507,13 @@ func (s *store) saveMeta() error {
 	)
 }
 
-func (s *store) close() error {
-	return s.f.Close()
+// close flushes the log when it is meant to outlive the broker.
+func (s *store) close(sync bool) error {
+	var err error
+	if sync {
+		err = s.f.Sync()
+	}
+	return errors.Join(err, s.f.Close())
 }
 
 func readJSON(path string, v any) error {
