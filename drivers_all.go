@@ -6,5 +6,7 @@ import (
 	_ "github.com/planrun/planrun/collectors"
 	_ "github.com/planrun/planrun/drivers/kafka"
 	_ "github.com/planrun/planrun/drivers/memory"
+	_ "github.com/planrun/planrun/drivers/mqtt"
+	_ "github.com/planrun/planrun/drivers/redis"
 	_ "github.com/planrun/planrun/steps"
 )

@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"github.com/planrun/planrun/metrics"
+	"github.com/planrun/planrun/results"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -108,5 +110,47 @@ func TestReadmeExamplesValidate(t *testing.T) {
 		if code := run([]string{"validate", p}, &stdout, &stderr); code != 0 {
 			t.Errorf("README example %d does not validate:\n%s\n%s", i+1, stderr.String(), b[1])
 		}
+	}
+}
+
+// The quickstart end to end on embedded Kafka, scaled down: produce and
+// consume, stop the consumer, build a backlog, read it back, drain.
+func TestQuickstartEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end run")
+	}
+	out := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"--set", "backlog=3MB", "--set", "warm=2s", "--set", "rate=3000", "--out", out, "-q", "plans/quickstart.yaml"}, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout.String(), stderr.String())
+	}
+	report := stdout.String()
+	for _, phase := range []string{"|      warm |", "|   backlog |", "| cold-read |", "|     drain |"} {
+		if !strings.Contains(report, phase) {
+			t.Errorf("report lacks a row for phase %q:\n%s", phase, report)
+		}
+	}
+	res, err := results.Load(filepath.Join(out, "quickstart.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := res.Runs[0].Metrics
+	var backlog metrics.Phase
+	for _, ph := range m.Phases {
+		if ph.Name == "backlog" {
+			backlog = ph
+		}
+	}
+	c := backlog.Workloads["consumer"]
+	if c.Backlog.Bytes < 3e6 || c.Received > 500 {
+		t.Errorf("backlog phase: backlog %d bytes, received %d", c.Backlog.Bytes, c.Received)
+	}
+	if c.Lag <= 0 {
+		t.Errorf("the broker's lag was not read during the backlog phase: %d", c.Lag)
+	}
+	final := m.Workloads["consumer"]
+	if final.Received != m.Workloads["producer"].Acked || final.Lost != 0 {
+		t.Errorf("received %d of %d acked, lost %d", final.Received, m.Workloads["producer"].Acked, final.Lost)
 	}
 }

@@ -118,7 +118,7 @@ persistence false
 log_dest file $dir/mosquitto.log
 log_type error
 log_type warning
-log_type notice
+connection_messages false
 listener $MOSQUITTO_PORT 127.0.0.1
 allow_anonymous true
 max_queued_messages 0
@@ -132,7 +132,9 @@ EOF
 	log "mosquitto: starting on 127.0.0.1:$MOSQUITTO_PORT"
 	(
 		ulimit -n 65536 2>/dev/null || true
-		mosquitto -c "$dir/mosquitto.conf" -d
+		# 3>&- everywhere: a daemon holding the stdout pipe open would keep
+		# $(bash .ci/services.sh) waiting forever.
+		mosquitto -c "$dir/mosquitto.conf" -d 3>&-
 	)
 	wait_port $MOSQUITTO_PORT 20 || die "mosquitto did not start; see $dir/mosquitto.log"
 }
@@ -146,7 +148,7 @@ start_redis() {
 	mkdir -p "$dir"
 	log "redis: starting on 127.0.0.1:$REDIS_PORT"
 	redis-server --port $REDIS_PORT --bind 127.0.0.1 --daemonize yes --save '' --appendonly no \
-		--dir "$dir" --pidfile "$dir/redis.pid" --logfile "$dir/redis.log"
+		--dir "$dir" --pidfile "$dir/redis.pid" --logfile "$dir/redis.log" 3>&-
 	wait_port $REDIS_PORT 20 || die "redis-server did not start; see $dir/redis.log"
 }
 
@@ -228,8 +230,8 @@ EOF
 			-Dactivemq.data="$dir/data" -Djava.io.tmpdir="$dir/tmp" \
 			-Dlog4j.configuration="file:$dir/conf/log4j.properties" \
 			-jar "$home/bin/activemq.jar" start "xbean:file:$dir/conf/activemq.xml" \
-			</dev/null >"$dir/activemq.log" 2>&1
-	) &
+			</dev/null >"$dir/activemq.log" 2>&1 3>&-
+	) 3>&- &
 	local pid=$!
 	echo "$pid" >"$dir/activemq.pid"
 	if ! wait_port $ACTIVEMQ_PORT "$ACTIVEMQ_BOOT_TIMEOUT" "$pid"; then

@@ -166,6 +166,12 @@ type Sourcer interface {
 	Sources() int
 }
 
+// ConnectCapable is a Driver whose targets are Connectors, so the plan
+// loader can accept `connect:` workloads for it before anything is opened.
+type ConnectCapable interface {
+	CanConnect() bool
+}
+
 // Connector is a Target that can hold idle connections without sending:
 // the `connect` workload, for connection-scale tests. Options are the
 // driver's produce options (ProduceOptioner) decoded from the workload.

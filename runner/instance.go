@@ -270,7 +270,7 @@ func checkOptions(d *plan.Decoder, n *yaml.Node, what string, drv drivers.Driver
 // implementsConnector tells at load time whether a driver's targets can
 // hold idle connections (drivers.Connector).
 func implementsConnector(drv drivers.Driver) bool {
-	c, ok := drv.(interface{ CanConnect() bool })
+	c, ok := drv.(drivers.ConnectCapable)
 	return ok && c.CanConnect()
 }
 

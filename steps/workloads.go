@@ -112,4 +112,3 @@ func sleep(ctx context.Context, d time.Duration) error {
 		return nil
 	}
 }
-

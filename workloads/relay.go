@@ -105,7 +105,7 @@ func (r *Relay) Start(ctx context.Context) error {
 					return
 				}
 				r.queued.Add(-1)
-				r.publish(wctx, dp, it, cancel)
+				r.publish(r.inflight, dp, it, cancel)
 			}
 		}()
 	}

@@ -53,6 +53,11 @@ type lifecycle struct {
 	done    chan struct{}
 	running atomic.Bool
 	rec     *metrics.Recorder
+	// inflight is the context of sends already begun: a stop lets them
+	// finish (so what the broker stored is counted as acked) and cancels
+	// them only when the stop's own deadline passes.
+	inflight     context.Context
+	cancelFlight context.CancelFunc
 }
 
 // begin marks the workload running and returns the context of this start;
@@ -69,6 +74,7 @@ func (l *lifecycle) begin(ctx context.Context, name string) (context.Context, er
 	// A workload outlives the step that starts it, so it hangs off a
 	// context the engine cancels at the end of the run, not the step's.
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	l.inflight, l.cancelFlight = context.WithCancel(context.WithoutCancel(ctx))
 	l.cancel = cancel
 	l.done = make(chan struct{})
 	l.running.Store(true)
@@ -77,6 +83,7 @@ func (l *lifecycle) begin(ctx context.Context, name string) (context.Context, er
 }
 
 func (l *lifecycle) finish() {
+	l.cancelFlight()
 	l.running.Store(false)
 	l.rec.SetRunning(false)
 	close(l.done)
@@ -84,7 +91,7 @@ func (l *lifecycle) finish() {
 
 func (l *lifecycle) Stop(ctx context.Context) error {
 	l.mu.Lock()
-	cancel, done := l.cancel, l.done
+	cancel, done, cancelFlight := l.cancel, l.done, l.cancelFlight
 	l.mu.Unlock()
 	if cancel == nil {
 		return nil
@@ -94,6 +101,13 @@ func (l *lifecycle) Stop(ctx context.Context) error {
 	case <-done:
 		return nil
 	case <-ctx.Done():
+	}
+	// Sends still waiting for the broker are abandoned now.
+	cancelFlight()
+	select {
+	case <-done:
+		return fmt.Errorf("stopping: sends were still waiting for the broker when the stop timed out (%w)", ctx.Err())
+	case <-time.After(5 * time.Second):
 		return fmt.Errorf("stopping: %w", ctx.Err())
 	}
 }
@@ -170,7 +184,7 @@ func (p *Producer) Start(ctx context.Context) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			p.loop(wctx, dp, pacer, sources, i)
+			p.loop(wctx, p.inflight, dp, pacer, sources, i)
 		}()
 	}
 	go func() {
@@ -183,7 +197,9 @@ func (p *Producer) Start(ctx context.Context) error {
 	return nil
 }
 
-func (p *Producer) loop(ctx context.Context, dp drivers.Producer, pacer *Pacer, sources, thread int) {
+// loop sends until ctx ends; a send already begun runs under flight, so a
+// stop waits for its ack.
+func (p *Producer) loop(ctx, flight context.Context, dp drivers.Producer, pacer *Pacer, sources, thread int) {
 	size := int(p.spec.Size)
 	stream := uint32(p.id)<<16 | uint32(thread&0xffff)
 	for {
@@ -205,11 +221,11 @@ func (p *Producer) loop(ctx context.Context, dp drivers.Producer, pacer *Pacer, 
 			m.Key = strconv.AppendUint(nil, rand.Uint64(), 16)
 		}
 		p.rec.Sent()
-		err := dp.Send(ctx, m)
+		err := dp.Send(flight, m)
 		now := time.Now()
 		if err != nil {
-			if ctx.Err() != nil {
-				return // stopping: an unfinished send is neither acked nor failed
+			if flight.Err() != nil {
+				return // abandoned at a stop that timed out: neither acked nor failed
 			}
 			p.rec.Failed()
 			if p.warnedOnce.CompareAndSwap(false, true) {
@@ -278,6 +294,7 @@ func (c *Consumer) Start(ctx context.Context) error {
 		dcs = append(dcs, dc)
 	}
 	c.startCount++
+	c.rec.SetGauges(sumGauges(dcs))
 	wctx, err := c.begin(ctx, c.name)
 	if err != nil {
 		for _, d := range dcs {
@@ -361,5 +378,27 @@ func pollLag(ctx context.Context, lr drivers.LagReader, topic, group string, eve
 			return
 		case <-t.C:
 		}
+	}
+}
+
+// sumGauges adds up the figures of a workload's consumers, if they have any.
+func sumGauges(dcs []drivers.Consumer) func() map[string]float64 {
+	var gs []drivers.Gauger
+	for _, dc := range dcs {
+		if g, ok := dc.(drivers.Gauger); ok {
+			gs = append(gs, g)
+		}
+	}
+	if len(gs) == 0 {
+		return nil
+	}
+	return func() map[string]float64 {
+		out := map[string]float64{}
+		for _, g := range gs {
+			for k, v := range g.Gauges() {
+				out[k] += v
+			}
+		}
+		return out
 	}
 }

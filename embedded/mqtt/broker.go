@@ -5,10 +5,12 @@ package mqtt
 import (
 	"bytes"
 	"crypto/subtle"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"log/slog"
 	"math"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,12 +42,15 @@ type Options struct {
 	// accepted; otherwise any client may connect.
 	Username string
 	Password string
+	// TLS, when set, makes the listener speak TLS.
+	TLS *tls.Config
 }
 
 // Broker is a running embedded broker.
 type Broker struct {
 	srv     *mochi.Server
 	addr    string
+	tls     bool
 	closeMu sync.Mutex
 	closed  bool
 }
@@ -77,22 +82,35 @@ func Start(o Options) (*Broker, error) {
 	if err := srv.AddHook(&authHook{user: []byte(o.Username), pass: []byte(o.Password)}, nil); err != nil {
 		return nil, fmt.Errorf("embedded mqtt: %w", err)
 	}
-	l := listeners.NewTCP(listeners.Config{Type: listeners.TypeTCP, ID: "planrun", Address: addr})
-	if err := srv.AddListener(l); err != nil {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
 		return nil, fmt.Errorf("embedded mqtt: listen on %s: %w", addr, err)
+	}
+	if o.TLS != nil {
+		ln = tls.NewListener(ln, o.TLS)
+	}
+	l := &listener{ln: ln}
+	if err := srv.AddListener(l); err != nil {
+		_ = ln.Close()
+		return nil, fmt.Errorf("embedded mqtt: %w", err)
 	}
 	if err := srv.Serve(); err != nil {
 		_ = srv.Close()
 		return nil, fmt.Errorf("embedded mqtt: %w", err)
 	}
-	return &Broker{srv: srv, addr: l.Address()}, nil
+	return &Broker{srv: srv, addr: l.Address(), tls: o.TLS != nil}, nil
 }
 
 // Addr is the host:port the broker listens on.
 func (b *Broker) Addr() string { return b.addr }
 
 // URL is the broker's address as a client URL.
-func (b *Broker) URL() string { return "tcp://" + b.addr }
+func (b *Broker) URL() string {
+	if b.tls {
+		return "ssl://" + b.addr
+	}
+	return "tcp://" + b.addr
+}
 
 // Stats are broker-side counters, for tests and reports.
 type Stats struct {
@@ -111,6 +129,18 @@ func (b *Broker) Stats() Stats {
 	}
 }
 
+// RemoteAddrs maps the id of every connected client to its address as the
+// broker sees it.
+func (b *Broker) RemoteAddrs() map[string]string {
+	out := map[string]string{}
+	for id, cl := range b.srv.Clients.GetAll() {
+		if !cl.Closed() {
+			out[id] = cl.Net.Remote
+		}
+	}
+	return out
+}
+
 // Close stops the broker, disconnecting its clients.
 func (b *Broker) Close() error {
 	b.closeMu.Lock()
@@ -127,6 +157,41 @@ func (b *Broker) Close() error {
 		time.Sleep(10 * time.Millisecond)
 	}
 	return err
+}
+
+// listener is a TCP listener for the broker that, unlike mochi's, stops
+// accepting before it disconnects the clients: clients reconnecting at once
+// then meet a refused connection rather than a socket nobody serves, which
+// would hold them until their connect timeout.
+type listener struct {
+	ln      net.Listener
+	closing atomic.Bool
+}
+
+func (l *listener) Init(*slog.Logger) error { return nil }
+func (l *listener) ID() string              { return "planrun" }
+func (l *listener) Address() string         { return l.ln.Addr().String() }
+func (l *listener) Protocol() string        { return "tcp" }
+
+func (l *listener) Serve(establish listeners.EstablishFn) {
+	for {
+		conn, err := l.ln.Accept()
+		if err != nil {
+			return
+		}
+		if l.closing.Load() {
+			_ = conn.Close()
+			return
+		}
+		go func() { _ = establish(l.ID(), conn) }()
+	}
+}
+
+func (l *listener) Close(closeClients listeners.CloseFn) {
+	if l.closing.CompareAndSwap(false, true) {
+		_ = l.ln.Close()
+		closeClients(l.ID())
+	}
 }
 
 // authHook accepts every client, or only the configured credentials.

@@ -1,0 +1,320 @@
+package mqtt
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Embedded is the url value that starts an in-process broker.
+const Embedded = "embedded"
+
+const (
+	defaultConnectTimeout = 30 * time.Second
+	defaultKeepAlive      = 60 * time.Second
+	defaultSendTimeout    = 30 * time.Second
+	defaultQoS            = 1
+	defaultProducerID     = "planrun-{workload}-{client}"
+	defaultConsumerID     = "planrun-{instance}-{client}"
+)
+
+// TargetConfig is an MQTT target's section of a plan.
+type TargetConfig struct {
+	URL             string        `yaml:"url" doc:"Broker URL: tcp://host:port, ssl://host:port (also tls://, mqtts://), ws:// or wss://host:port/path, or \"embedded\" to start an in-process broker (mochi-mqtt)."`
+	Username        string        `yaml:"username" doc:"User name sent in CONNECT."`
+	Password        string        `yaml:"password" secret:"true" doc:"Password sent in CONNECT (needs username)."`
+	TLS             TLSConfig     `yaml:"tls" doc:"TLS settings for ssl://, tls://, mqtts:// and wss:// URLs."`
+	SourceAddrs     []string      `yaml:"source_addrs" doc:"Local IP addresses to spread client connections over, round robin, to go past the ~64k ephemeral ports of one address (tcp and ssl URLs)."`
+	ProtocolVersion int           `yaml:"protocol_version" doc:"MQTT protocol level: 3 (MQTT 3.1) or 4 (MQTT 3.1.1, default); 5 is not supported."`
+	ConnectTimeout  time.Duration `yaml:"connect_timeout" doc:"Longest one connection attempt (TCP, TLS and CONNACK) may take (default 30s)."`
+}
+
+// TLSConfig tunes TLS; whether TLS is used follows from the URL's scheme.
+type TLSConfig struct {
+	CAFile             string `yaml:"ca_file" doc:"PEM file of CA certificates to trust instead of the system pool."`
+	CertFile           string `yaml:"cert_file" doc:"PEM client certificate for mutual TLS (with key_file)."`
+	KeyFile            string `yaml:"key_file" doc:"PEM private key of cert_file."`
+	InsecureSkipVerify bool   `yaml:"insecure_skip_verify" doc:"Accept any broker certificate (testing only)."`
+}
+
+// ProduceOptions are the MQTT fields of a workload's produce section; a
+// connect workload reads the same fields (clients, connect_rate, keepalive,
+// clean_session, client_id).
+type ProduceOptions struct {
+	Clients      int           `yaml:"clients" doc:"Client connections to publish from (default: the workload's threads); each message goes out on client (source mod clients)."`
+	ConnectRate  float64       `yaml:"connect_rate" doc:"New connection attempts per second, reconnects and retries included (default 0: as fast as the broker takes them)."`
+	KeepAlive    time.Duration `yaml:"keepalive" doc:"MQTT keep-alive interval in whole seconds (default 60s)."`
+	CleanSession *bool         `yaml:"clean_session" doc:"Start each connection with a clean session (default true)."`
+	ClientID     string        `yaml:"client_id" doc:"Client id template: {client} is the client's index, {workload} the workload's name (default planrun-{workload}-{client})."`
+	QoS          *int          `yaml:"qos" doc:"Publish QoS: 0 (a send ends when written), 1 (when PUBACK arrives) or 2 (when PUBCOMP arrives) (default 1)."`
+	Retain       bool          `yaml:"retain" doc:"Publish with the retain flag."`
+	SendTimeout  time.Duration `yaml:"send_timeout" doc:"Longest one send waits for its client to connect and for the broker's acknowledgement before it counts as failed (default 30s)."`
+}
+
+// ConsumeOptions are the MQTT fields of a workload's consume section.
+type ConsumeOptions struct {
+	QoS          *int          `yaml:"qos" doc:"Subscription QoS: 0, 1 or 2 (default 1)."`
+	Clients      int           `yaml:"clients" doc:"Subscribing connections per consumer (default 1); each subscribes to the topic with {client} replaced by its index."`
+	Shared       bool          `yaml:"shared" doc:"Subscribe as $share/<group>/<topic> so all clients of the group split the messages (broker must support shared subscriptions)."`
+	CleanSession *bool         `yaml:"clean_session" doc:"Start with a clean session (default true); false with a fixed client_id resumes the broker-side session, so a restarted consumer gets the QoS 1/2 messages queued while it was stopped."`
+	ClientID     string        `yaml:"client_id" doc:"Client id template with {client}, {workload}, {group} and {instance} (default planrun-{instance}-{client}); with clean_session false it must not contain {instance}."`
+	KeepAlive    time.Duration `yaml:"keepalive" doc:"MQTT keep-alive interval in whole seconds (default 60s)."`
+}
+
+func (c *TargetConfig) embedded() bool {
+	return strings.EqualFold(strings.TrimSpace(c.URL), Embedded)
+}
+
+var schemes = map[string]bool{ // scheme -> uses TLS
+	"tcp": false, "mqtt": false,
+	"ssl": true, "tls": true, "mqtts": true,
+	"ws": false, "wss": true,
+}
+
+func checkTarget(c *TargetConfig) error {
+	raw := strings.TrimSpace(c.URL)
+	if raw == "" {
+		return errors.New(`mqtt: url is empty; give tcp://host:port, ssl://host:port or "embedded"`)
+	}
+	var tlsScheme, ws bool
+	if !c.embedded() {
+		u, err := url.Parse(raw)
+		if err != nil || u.Host == "" {
+			return fmt.Errorf("mqtt: url %q: want scheme://host:port such as tcp://127.0.0.1:1883", raw)
+		}
+		if u.User != nil {
+			return errors.New("mqtt: url holds credentials; put them in username and password instead")
+		}
+		isTLS, ok := schemes[strings.ToLower(u.Scheme)]
+		if !ok {
+			return fmt.Errorf("mqtt: url scheme %q is not supported; use tcp, ssl (tls, mqtts), ws or wss", u.Scheme)
+		}
+		if u.Port() == "" {
+			return fmt.Errorf("mqtt: url %q has no port; write %s://%s:PORT", raw, u.Scheme, u.Hostname())
+		}
+		tlsScheme = isTLS
+		ws = strings.HasPrefix(strings.ToLower(u.Scheme), "ws")
+	}
+	if c.Password != "" && c.Username == "" {
+		return errors.New("mqtt: password is set but username is empty; MQTT 3.1.1 sends a password only with a user name")
+	}
+	t := c.TLS
+	tlsGiven := t.CAFile != "" || t.CertFile != "" || t.KeyFile != "" || t.InsecureSkipVerify
+	if (t.CertFile == "") != (t.KeyFile == "") {
+		return errors.New("mqtt: tls.cert_file and tls.key_file go together; give both or neither")
+	}
+	if tlsGiven && c.embedded() {
+		return errors.New("mqtt: tls is not available with url: embedded")
+	}
+	if tlsGiven && !tlsScheme && !c.embedded() {
+		return errors.New("mqtt: tls settings are given but the url is not ssl://, tls://, mqtts:// or wss://")
+	}
+	for _, a := range c.SourceAddrs {
+		if net.ParseIP(strings.TrimSpace(a)) == nil {
+			return fmt.Errorf("mqtt: source_addrs: %q is not an IP address", a)
+		}
+	}
+	if len(c.SourceAddrs) > 0 && ws {
+		return errors.New("mqtt: source_addrs works with tcp and ssl URLs, not websockets")
+	}
+	switch c.ProtocolVersion {
+	case 0, 3, 4:
+	case 5:
+		return errors.New("mqtt: protocol_version 5 is not supported: the client library (eclipse/paho.mqtt.golang) speaks MQTT 3.1 and 3.1.1 only; use 4")
+	default:
+		return fmt.Errorf("mqtt: protocol_version %d: use 3 (MQTT 3.1) or 4 (MQTT 3.1.1)", c.ProtocolVersion)
+	}
+	if c.ConnectTimeout < 0 {
+		return fmt.Errorf("mqtt: connect_timeout %s is negative", c.ConnectTimeout)
+	}
+	return nil
+}
+
+func (c *TargetConfig) protocolVersion() uint {
+	if c.ProtocolVersion == 0 {
+		return 4
+	}
+	return uint(c.ProtocolVersion)
+}
+
+func (c *TargetConfig) connectTimeout() time.Duration {
+	if c.ConnectTimeout == 0 {
+		return defaultConnectTimeout
+	}
+	return c.ConnectTimeout
+}
+
+func tlsConfig(t *TLSConfig) (*tls.Config, error) {
+	tc := &tls.Config{InsecureSkipVerify: t.InsecureSkipVerify} //nolint:gosec // opt-in for test brokers
+	if t.CAFile != "" {
+		pem, err := os.ReadFile(t.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("mqtt: tls.ca_file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("mqtt: tls.ca_file %s holds no PEM certificate", t.CAFile)
+		}
+		tc.RootCAs = pool
+	}
+	if t.CertFile != "" {
+		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("mqtt: tls.cert_file/key_file: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	return tc, nil
+}
+
+var placeholder = regexp.MustCompile(`\{[^{}]*\}`)
+
+// checkTemplate reports placeholders in s other than the allowed ones, so a
+// typo such as {clinet} is caught instead of ending up in every client id.
+func checkTemplate(what, s string, allowed ...string) error {
+	for _, p := range placeholder.FindAllString(s, -1) {
+		ok := false
+		for _, a := range allowed {
+			if p == "{"+a+"}" {
+				ok = true
+			}
+		}
+		if !ok {
+			return fmt.Errorf("mqtt: %s %q: unknown placeholder %s; known: {%s}", what, s, p, strings.Join(allowed, "}, {"))
+		}
+	}
+	return nil
+}
+
+func checkQoS(q *int) error {
+	if q != nil && (*q < 0 || *q > 2) {
+		return fmt.Errorf("mqtt: qos %d: use 0, 1 or 2", *q)
+	}
+	return nil
+}
+
+func qosOf(q *int) byte {
+	if q == nil {
+		return defaultQoS
+	}
+	return byte(*q)
+}
+
+func checkKeepAlive(d time.Duration) error {
+	if d < 0 || (d > 0 && d < time.Second) || d%time.Second != 0 || d > 65535*time.Second {
+		return fmt.Errorf("mqtt: keepalive %s: use whole seconds from 1s to 65535s (MQTT counts it in seconds)", d)
+	}
+	return nil
+}
+
+func keepAliveOf(d time.Duration) time.Duration {
+	if d == 0 {
+		return defaultKeepAlive
+	}
+	return d
+}
+
+func boolOf(b *bool, def bool) bool {
+	if b == nil {
+		return def
+	}
+	return *b
+}
+
+func checkProduce(o *ProduceOptions) error {
+	if o.Clients < 0 {
+		return fmt.Errorf("mqtt: clients %d is negative", o.Clients)
+	}
+	if o.ConnectRate < 0 {
+		return fmt.Errorf("mqtt: connect_rate %g is negative", o.ConnectRate)
+	}
+	if o.SendTimeout < 0 {
+		return fmt.Errorf("mqtt: send_timeout %s is negative", o.SendTimeout)
+	}
+	if err := checkKeepAlive(o.KeepAlive); err != nil {
+		return err
+	}
+	if err := checkQoS(o.QoS); err != nil {
+		return err
+	}
+	if err := checkTemplate("client_id", o.ClientID, "client", "workload"); err != nil {
+		return err
+	}
+	if o.ClientID != "" && o.Clients > 1 && !strings.Contains(o.ClientID, "{client}") {
+		return fmt.Errorf("mqtt: client_id %q has no {client}: all %d clients would share one id and take each other's connection over", o.ClientID, o.Clients)
+	}
+	return nil
+}
+
+func checkConsume(o *ConsumeOptions) error {
+	if o.Clients < 0 {
+		return fmt.Errorf("mqtt: clients %d is negative", o.Clients)
+	}
+	if err := checkKeepAlive(o.KeepAlive); err != nil {
+		return err
+	}
+	if err := checkQoS(o.QoS); err != nil {
+		return err
+	}
+	if err := checkTemplate("client_id", o.ClientID, "client", "workload", "group", "instance"); err != nil {
+		return err
+	}
+	if o.ClientID != "" && o.Clients > 1 && !strings.Contains(o.ClientID, "{client}") {
+		return fmt.Errorf("mqtt: client_id %q has no {client}: all %d clients would share one id and take each other's connection over", o.ClientID, o.Clients)
+	}
+	if !boolOf(o.CleanSession, true) {
+		if o.ClientID == "" {
+			return errors.New("mqtt: clean_session: false needs a client_id that stays the same across starts (such as client_id: planrun-{workload}-{client}), or the broker cannot find the session again")
+		}
+		if strings.Contains(o.ClientID, "{instance}") {
+			return fmt.Errorf("mqtt: clean_session: false with client_id %q: {instance} changes on every start, so the session would never be resumed; use {workload} and {client}", o.ClientID)
+		}
+	}
+	return nil
+}
+
+// checkPublishTopic rejects what a broker would refuse or misroute.
+func checkPublishTopic(t string) error {
+	if t == "" {
+		return errors.New("mqtt: topic is empty")
+	}
+	if strings.ContainsAny(t, "+#") {
+		return fmt.Errorf("mqtt: cannot publish to %q: + and # are wildcards, valid only in subscriptions", t)
+	}
+	return checkTemplate("topic", t, "client", "workload")
+}
+
+func checkFilter(t string) error {
+	if t == "" {
+		return errors.New("mqtt: topic is empty")
+	}
+	return checkTemplate("topic", t, "client", "workload")
+}
+
+// expander fills a template's fixed placeholders once and {client} per client.
+type expander struct {
+	tmpl      string
+	perClient bool
+}
+
+func newExpander(tmpl string, fixed map[string]string) expander {
+	for k, v := range fixed {
+		tmpl = strings.ReplaceAll(tmpl, "{"+k+"}", v)
+	}
+	return expander{tmpl: tmpl, perClient: strings.Contains(tmpl, "{client}")}
+}
+
+func (e expander) client(i int) string {
+	if !e.perClient {
+		return e.tmpl
+	}
+	return strings.ReplaceAll(e.tmpl, "{client}", strconv.Itoa(i))
+}

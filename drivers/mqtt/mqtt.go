@@ -1,0 +1,403 @@
+// Package mqtt is planrun's MQTT driver, built on
+// github.com/eclipse/paho.mqtt.golang (MQTT 3.1 and 3.1.1). It publishes from
+// fleets of client connections, subscribes, and holds idle connections for
+// connection-scale tests. With url: embedded it starts an in-process broker
+// (github.com/mochi-mqtt/server/v2) that lives as long as the target.
+//
+// MQTT has no consumer groups with committed positions: a stopped consumer
+// misses what is published meanwhile, unless it uses a persistent session
+// (clean_session: false with a fixed client_id), in which case the broker
+// queues QoS 1/2 messages for it until it comes back.
+package mqtt
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+	"github.com/eclipse/paho.mqtt.golang/packets"
+
+	"github.com/planrun/planrun/drivers"
+	embedded "github.com/planrun/planrun/embedded/mqtt"
+)
+
+func init() { drivers.Register("mqtt", Driver{}) }
+
+// Driver opens MQTT targets.
+type Driver struct{}
+
+var (
+	_ drivers.Driver          = Driver{}
+	_ drivers.ProduceOptioner = Driver{}
+	_ drivers.ConsumeOptioner = Driver{}
+	_ drivers.ConfigChecker   = Driver{}
+	_ drivers.Target          = (*Target)(nil)
+	_ drivers.Connector       = (*Target)(nil)
+	_ drivers.Describer       = (*Target)(nil)
+	_ drivers.Producer        = (*Producer)(nil)
+	_ drivers.Sourcer         = (*Producer)(nil)
+	_ drivers.Gauger          = (*Producer)(nil)
+	_ drivers.Consumer        = (*Consumer)(nil)
+	_ drivers.Gauger          = (*Consumer)(nil)
+	_ drivers.Connections     = (*Connections)(nil)
+)
+
+// NewTargetConfig implements drivers.Driver.
+func (Driver) NewTargetConfig() any { return &TargetConfig{} }
+
+// NewProduceOptions implements drivers.ProduceOptioner.
+func (Driver) NewProduceOptions() any { return &ProduceOptions{} }
+
+// NewConsumeOptions implements drivers.ConsumeOptioner.
+func (Driver) NewConsumeOptions() any { return &ConsumeOptions{} }
+
+// CanConnect tells the plan loader that MQTT targets can hold idle
+// connections (connect workloads), before any target is opened.
+func (Driver) CanConnect() bool { return true }
+
+// CheckConfig implements drivers.ConfigChecker for the target config and
+// for produce and consume options.
+func (Driver) CheckConfig(cfg any) error {
+	switch c := cfg.(type) {
+	case *TargetConfig:
+		return checkTarget(c)
+	case *ProduceOptions:
+		return checkProduce(c)
+	case *ConsumeOptions:
+		return checkConsume(c)
+	case nil:
+		return errors.New("mqtt: no config")
+	}
+	return fmt.Errorf("mqtt: unexpected config type %T", cfg)
+}
+
+// Open implements drivers.Driver: it starts the embedded broker if asked and
+// makes one probe connection, so a wrong address or bad credentials show up
+// before any workload starts.
+func (Driver) Open(ctx context.Context, cfg any) (drivers.Target, error) {
+	c, ok := cfg.(*TargetConfig)
+	if !ok || c == nil {
+		return nil, fmt.Errorf("mqtt: unexpected config type %T", cfg)
+	}
+	if err := checkTarget(c); err != nil {
+		return nil, err
+	}
+	t := &Target{cfg: *c, open: map[closer]struct{}{}, consumerIDs: map[string]bool{}}
+	raw := strings.TrimSpace(c.URL)
+	if c.embedded() {
+		b, err := embedded.Start(embedded.Options{Username: c.Username, Password: c.Password})
+		if err != nil {
+			return nil, err
+		}
+		t.broker = b
+		raw = b.URL()
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.stopBroker()
+		return nil, fmt.Errorf("mqtt: url %q: %w", raw, err)
+	}
+	u.Scheme = strings.ToLower(u.Scheme)
+	t.server = u
+	if schemes[u.Scheme] {
+		if t.tls, err = tlsConfig(&c.TLS); err != nil {
+			t.stopBroker()
+			return nil, err
+		}
+	}
+	t.dialers = makeDialers(c)
+	if err := t.probe(ctx); err != nil {
+		t.stopBroker()
+		return nil, err
+	}
+	return t, nil
+}
+
+// makeDialers returns one dialer per source address (or one default). TCP
+// keep-alive is off: MQTT's own keep-alive already probes each connection,
+// and with 100k idle connections the kernel's probes are pure overhead.
+func makeDialers(c *TargetConfig) []*net.Dialer {
+	if len(c.SourceAddrs) == 0 {
+		return []*net.Dialer{{Timeout: c.connectTimeout(), KeepAlive: -1}}
+	}
+	ds := make([]*net.Dialer, len(c.SourceAddrs))
+	for i, a := range c.SourceAddrs {
+		ds[i] = &net.Dialer{Timeout: c.connectTimeout(), KeepAlive: -1,
+			LocalAddr: &net.TCPAddr{IP: net.ParseIP(strings.TrimSpace(a))}}
+	}
+	return ds
+}
+
+// closer is what the target closes on Close if its owner did not.
+type closer interface{ Close() error }
+
+// Target is a reachable MQTT broker.
+type Target struct {
+	cfg     TargetConfig
+	server  *url.URL
+	tls     *tls.Config
+	dialers []*net.Dialer
+	broker  *embedded.Broker // nil unless embedded
+
+	mu          sync.Mutex
+	closed      bool
+	open        map[closer]struct{}
+	consumerIDs map[string]bool
+}
+
+// Describe implements drivers.Describer.
+func (t *Target) Describe() string {
+	var extra []string
+	if t.broker != nil {
+		extra = append(extra, "embedded mochi-mqtt "+embedded.Version)
+	}
+	if t.cfg.protocolVersion() == 3 {
+		extra = append(extra, "MQTT 3.1")
+	} else {
+		extra = append(extra, "MQTT 3.1.1")
+	}
+	if t.tls != nil {
+		extra = append(extra, "tls")
+	}
+	if t.cfg.Username != "" {
+		extra = append(extra, "user "+t.cfg.Username)
+	}
+	if n := len(t.cfg.SourceAddrs); n > 0 {
+		extra = append(extra, fmt.Sprintf("%d source addresses", n))
+	}
+	return "mqtt " + t.server.String() + " (" + strings.Join(extra, ", ") + ")"
+}
+
+// Broker returns the embedded broker, or nil.
+func (t *Target) Broker() *embedded.Broker { return t.broker }
+
+// Close implements drivers.Target: it closes what workloads left open and
+// stops the embedded broker.
+func (t *Target) Close() error {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil
+	}
+	t.closed = true
+	left := make([]closer, 0, len(t.open))
+	for c := range t.open {
+		left = append(left, c)
+	}
+	t.mu.Unlock()
+	for _, c := range left {
+		_ = c.Close()
+	}
+	t.stopBroker()
+	return nil
+}
+
+func (t *Target) stopBroker() {
+	if t.broker != nil {
+		_ = t.broker.Close()
+	}
+}
+
+func (t *Target) track(c closer) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return errors.New("mqtt: target is closed")
+	}
+	t.open[c] = struct{}{}
+	return nil
+}
+
+func (t *Target) untrack(c closer) {
+	t.mu.Lock()
+	delete(t.open, c)
+	t.mu.Unlock()
+}
+
+// clientOptions returns the paho settings every client of the target shares;
+// callers set the client id, session and handlers.
+func (t *Target) clientOptions(keepAlive time.Duration, clean bool) *paho.ClientOptions {
+	o := paho.NewClientOptions()
+	o.Servers = []*url.URL{t.server}
+	o.Username = t.cfg.Username
+	o.Password = t.cfg.Password
+	o.SetProtocolVersion(t.cfg.protocolVersion())
+	o.TLSConfig = t.tls
+	o.SetConnectTimeout(t.cfg.connectTimeout())
+	o.SetKeepAlive(keepAlive)
+	o.SetCleanSession(clean)
+	// planrun retries failed first connections itself (counting them and
+	// keeping to connect_rate); paho reconnects established ones.
+	o.SetConnectRetry(false)
+	o.SetAutoReconnect(true)
+	o.SetMaxReconnectInterval(10 * time.Second)
+	o.SetWriteTimeout(t.cfg.connectTimeout())
+	return o
+}
+
+// dial connects client i's network connection from its source address. It
+// replaces paho's dialer, which would go through an ALL_PROXY from the
+// environment: a load generator must reach the broker directly.
+func (t *Target) dial(i int) paho.OpenConnectionFunc {
+	d := t.dialers[i%len(t.dialers)]
+	return func(u *url.URL, o paho.ClientOptions) (net.Conn, error) {
+		switch u.Scheme {
+		case "tcp", "mqtt":
+			return d.Dial("tcp", u.Host)
+		case "ssl", "tls", "mqtts":
+			return tls.DialWithDialer(d, "tcp", u.Host, o.TLSConfig)
+		case "ws", "wss":
+			wu := *u
+			wu.User = nil
+			return paho.NewWebsocket(wu.String(), o.TLSConfig, o.ConnectTimeout, o.HTTPHeaders, o.WebsocketOptions)
+		}
+		return nil, fmt.Errorf("mqtt: unsupported scheme %q", u.Scheme)
+	}
+}
+
+// probe makes and drops one connection.
+func (t *Target) probe(ctx context.Context) error {
+	o := t.clientOptions(defaultKeepAlive, true)
+	o.SetClientID("planrun-probe-" + randomHex(6))
+	o.SetAutoReconnect(false)
+	o.SetCustomOpenConnectionFn(t.dial(0))
+	c := paho.NewClient(o)
+	tok := c.Connect()
+	select {
+	case <-tok.Done():
+	case <-ctx.Done():
+		go func() { <-tok.Done(); c.Disconnect(0) }()
+		return fmt.Errorf("mqtt: connect to %s: %w", t.server, ctx.Err())
+	}
+	if err := tok.Error(); err != nil {
+		return fmt.Errorf("mqtt: connect to %s: %s", t.server, connectError(err))
+	}
+	c.Disconnect(250)
+	return nil
+}
+
+// connectError phrases a failed connection; the CONNACK codes that no retry
+// can fix say what to change.
+func connectError(err error) string {
+	switch {
+	case errors.Is(err, packets.ErrorRefusedBadUsernameOrPassword):
+		return "the broker refused the user name or password"
+	case errors.Is(err, packets.ErrorRefusedNotAuthorised):
+		return "the broker refused the connection as not authorised (check username and password)"
+	case errors.Is(err, packets.ErrorRefusedIDRejected):
+		return "the broker rejected the client id"
+	case errors.Is(err, packets.ErrorRefusedBadProtocolVersion):
+		return "the broker does not accept this protocol_version"
+	}
+	return err.Error()
+}
+
+// permanent reports CONNACK refusals that retrying cannot fix.
+func permanent(err error) bool {
+	return errors.Is(err, packets.ErrorRefusedBadUsernameOrPassword) ||
+		errors.Is(err, packets.ErrorRefusedNotAuthorised) ||
+		errors.Is(err, packets.ErrorRefusedIDRejected) ||
+		errors.Is(err, packets.ErrorRefusedBadProtocolVersion)
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// NewProducer implements drivers.Target. It returns once the first client
+// is connected; the others connect in the background at connect_rate, and a
+// send on a client that is not connected yet waits for it (send_timeout).
+func (t *Target) NewProducer(ctx context.Context, spec drivers.ProducerSpec) (drivers.Producer, error) {
+	o, err := produceOptions(spec.Options)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkPublishTopic(spec.Topic); err != nil {
+		return nil, err
+	}
+	n := o.Clients
+	if n == 0 {
+		n = max(spec.Threads, 1)
+	}
+	f, err := t.startFleet(ctx, spec.Workload, n, o, spec.Topic)
+	if err != nil {
+		return nil, err
+	}
+	p := &Producer{f: f, topic: spec.Topic, workload: spec.Workload, qos: qosOf(o.QoS), retain: o.Retain,
+		timeout: o.SendTimeout}
+	if p.timeout == 0 {
+		p.timeout = defaultSendTimeout
+	}
+	return p, nil
+}
+
+// Connect implements drivers.Connector: it holds clients idle connections,
+// made at connect_rate in the background; the first one is made before it
+// returns, so configuration errors surface at once.
+func (t *Target) Connect(ctx context.Context, spec drivers.ConnectSpec) (drivers.Connections, error) {
+	o, err := produceOptions(spec.Options)
+	if err != nil {
+		return nil, err
+	}
+	n := o.Clients
+	if n == 0 {
+		n = 1
+	}
+	f, err := t.startFleet(ctx, spec.Workload, n, o, "")
+	if err != nil {
+		return nil, err
+	}
+	return &Connections{f: f}, nil
+}
+
+func produceOptions(v any) (*ProduceOptions, error) {
+	switch o := v.(type) {
+	case nil:
+		return &ProduceOptions{}, nil
+	case *ProduceOptions:
+		if o == nil {
+			return &ProduceOptions{}, nil
+		}
+		if err := checkProduce(o); err != nil {
+			return nil, err
+		}
+		return o, nil
+	}
+	return nil, fmt.Errorf("mqtt: unexpected produce options type %T", v)
+}
+
+func consumeOptions(v any) (*ConsumeOptions, error) {
+	switch o := v.(type) {
+	case nil:
+		return &ConsumeOptions{}, nil
+	case *ConsumeOptions:
+		if o == nil {
+			return &ConsumeOptions{}, nil
+		}
+		if err := checkConsume(o); err != nil {
+			return nil, err
+		}
+		return o, nil
+	}
+	return nil, fmt.Errorf("mqtt: unexpected consume options type %T", v)
+}
+
+// Connections are idle client connections held by a connect workload.
+type Connections struct{ f *fleet }
+
+// Gauges implements drivers.Gauger.
+func (c *Connections) Gauges() map[string]float64 { return c.f.gauges() }
+
+// Close disconnects every client.
+func (c *Connections) Close() error { return c.f.Close() }

@@ -1,0 +1,63 @@
+package mqtt
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/planrun/planrun/drivers"
+)
+
+// Producer publishes from a fleet of clients: a message goes out on client
+// Source mod clients, to the workload's topic with {client} expanded for
+// that client.
+type Producer struct {
+	f        *fleet
+	topic    string
+	workload string
+	qos      byte
+	retain   bool
+	timeout  time.Duration
+}
+
+// Sources implements drivers.Sourcer.
+func (p *Producer) Sources() int { return len(p.f.members) }
+
+// Gauges implements drivers.Gauger.
+func (p *Producer) Gauges() map[string]float64 { return p.f.gauges() }
+
+// Send implements drivers.Producer. It returns when the broker acknowledged
+// the message (PUBACK for QoS 1, PUBCOMP for QoS 2) or, for QoS 0, when it
+// was written to the connection.
+func (p *Producer) Send(ctx context.Context, m *drivers.Message) error {
+	n := len(p.f.members)
+	i := m.Source % n
+	if i < 0 {
+		i += n
+	}
+	tm := time.NewTimer(p.timeout)
+	defer tm.Stop()
+	if err := p.f.wait(ctx, i, tm.C); err != nil {
+		return err
+	}
+	mem := &p.f.members[i]
+	topic := mem.topic
+	if m.Topic != p.topic && m.Topic != "" {
+		topic = newExpander(m.Topic, map[string]string{"workload": p.workload}).client(i)
+	}
+	tok := mem.client.Publish(topic, p.qos, p.retain, m.Value)
+	select {
+	case <-tok.Done():
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-tm.C:
+		return fmt.Errorf("mqtt: no acknowledgement from the broker within %s (client %d)", p.timeout, i)
+	}
+	if err := tok.Error(); err != nil {
+		return fmt.Errorf("mqtt: publish on client %d: %w", i, err)
+	}
+	return nil
+}
+
+// Close disconnects the producer's clients.
+func (p *Producer) Close() error { return p.f.Close() }
