@@ -154,3 +154,54 @@ func TestQuickstartEndToEnd(t *testing.T) {
 		t.Errorf("received %d of %d acked, lost %d", final.Received, m.Workloads["producer"].Acked, final.Lost)
 	}
 }
+
+// realBroker returns the address of a broker .ci/services.sh started, or
+// skips; in CI a missing broker is a failure, not a skip.
+func realBroker(t *testing.T, env string) string {
+	t.Helper()
+	v := os.Getenv(env)
+	if v == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%s is not set: .ci/services.sh should have started the broker", env)
+		}
+		t.Skipf("%s not set (run: eval \"$(bash .ci/services.sh)\")", env)
+	}
+	return v
+}
+
+// The seed plans, scaled down, against the real brokers from Debian.
+func TestSeedPlansOnRealBrokers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end run")
+	}
+	cases := []struct {
+		name string
+		env  map[string]string
+		args []string
+		want []string
+	}{
+		{"artemis round trip on ActiveMQ", map[string]string{"MQTT_URL": realBroker(t, "PLANRUN_TEST_ACTIVEMQ")},
+			[]string{"--set", "n=2000", "--set", "size=11B,1KB", "plans/artemis-roundtrip.yaml"},
+			[]string{"| 2000 |  11B | queue |", "| 2000 |  1KB |  pool |"}},
+		{"emqx-redis on mosquitto and redis-server", map[string]string{"MQTT_URL": realBroker(t, "PLANRUN_TEST_MOSQUITTO"), "REDIS_ADDR": realBroker(t, "PLANRUN_TEST_REDIS")},
+			[]string{"--set", "clients=300", "--set", "duration=3s", "--set", "threads=50", "--set", "redis_key=planrun_test_" + strings.ReplaceAll(t.Name(), "/", "_"), "plans/emqx-redis.yaml"},
+			[]string{"Message counts"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			for k, v := range c.env {
+				t.Setenv(k, v)
+			}
+			var stdout, stderr bytes.Buffer
+			code := run(append([]string{"-q", "--out", t.TempDir()}, c.args...), &stdout, &stderr)
+			if code != 0 {
+				t.Fatalf("exit %d\n%s\n%s", code, stdout.String(), stderr.String())
+			}
+			for _, w := range c.want {
+				if !strings.Contains(stdout.String(), w) {
+					t.Errorf("report lacks %q:\n%s", w, stdout.String())
+				}
+			}
+		})
+	}
+}

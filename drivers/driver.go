@@ -172,6 +172,13 @@ type ConnectCapable interface {
 	CanConnect() bool
 }
 
+// Readier is a Producer whose connections open in the background (an MQTT
+// fleet at its connect rate); WaitReady returns once all are open. A produce
+// workload with connect_first waits for it before its first send.
+type Readier interface {
+	WaitReady(ctx context.Context) error
+}
+
 // Connector is a Target that can hold idle connections without sending:
 // the `connect` workload, for connection-scale tests. Options are the
 // driver's produce options (ProduceOptioner) decoded from the workload.

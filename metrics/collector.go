@@ -51,7 +51,8 @@ type Stats struct {
 
 // Point is one per-second sample of a workload.
 type Point struct {
-	T        float64            `json:"t"` // seconds since the run started
+	T        float64            `json:"t"`          // seconds since the run started
+	Interval float64            `json:"interval_s"` // seconds the rates cover
 	Phase    string             `json:"phase"`
 	SendRate float64            `json:"send_rate"`
 	RecvRate float64            `json:"recv_rate"`
@@ -207,7 +208,9 @@ func (c *Collector) sampleLocked(now time.Time, extra map[string]float64) {
 	for _, t := range c.tracks {
 		cur := t.rec.Counters()
 		dt := now.Sub(t.prevAt).Seconds()
+		interval := 0.0
 		if dt > 0.05 {
+			interval = dt
 			d := cur.Sub(t.prev)
 			t.sendRate = float64(d.Acked) / dt
 			t.recvRate = float64(d.Received) / dt
@@ -224,7 +227,7 @@ func (c *Collector) sampleLocked(now time.Time, extra map[string]float64) {
 		iv := hists{send: t.rec.SendLatency.Drain(hdrPool.Get().(*hdr.Histogram)), e2e: t.rec.EndToEnd.Drain(hdrPool.Get().(*hdr.Histogram))}
 		t.phase.merge(iv)
 		t.run.merge(iv)
-		p := Point{T: ts, Phase: c.cur.Name, SendRate: t.sendRate, RecvRate: t.recvRate, SendMBps: t.sendMBps, RecvMBps: t.recvMBps,
+		p := Point{T: ts, Interval: interval, Phase: c.cur.Name, SendRate: t.sendRate, RecvRate: t.recvRate, SendMBps: t.sendMBps, RecvMBps: t.recvMBps,
 			P99: Summarize(iv.send).P99, E2EP99: Summarize(iv.e2e).P99, Backlog: t.rec.backlogValue(), Lag: t.rec.lag.Load(), Gauges: t.rec.gaugeValues()}
 		hdrPool.Put(iv.send)
 		hdrPool.Put(iv.e2e)
@@ -405,9 +408,10 @@ func (c *Collector) Finish(now time.Time) Snapshot {
 
 func maxOf(ps []Point, send bool) float64 {
 	m := 0.0
-	for i, p := range ps {
-		// The first sample of a run can cover less than a second.
-		if i == 0 && p.T < 0.9 {
+	for _, p := range ps {
+		// Only samples covering a whole second count as a per-second peak:
+		// a sample taken early at a phase change would overstate it.
+		if p.Interval < 0.9 {
 			continue
 		}
 		if send {

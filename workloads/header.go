@@ -53,3 +53,32 @@ func ParseHeader(b []byte) (h Header, ok bool) {
 
 // SentTime is the intended send time as a time.Time.
 func (h Header) SentTime() time.Time { return time.Unix(0, h.SentAt) }
+
+// ShortHeaderSize is the smallest payload that still carries a send time:
+// 11 bytes, the size of seed procedures' "hello world" messages.
+const ShortHeaderSize = 11
+
+const shortMagic = 0x71
+
+// PutShort writes a short header: a magic byte, the low 32 bits of the
+// sequence number and the intended send time in microseconds since the run
+// started (48 bits). It gives end-to-end latency but, without the producer
+// stream, no duplicate or loss tracking.
+func PutShort(b []byte, seq uint64, sentAt, runStart time.Time) {
+	_ = b[ShortHeaderSize-1]
+	b[0] = shortMagic
+	binary.BigEndian.PutUint32(b[1:], uint32(seq))
+	var us [8]byte
+	binary.BigEndian.PutUint64(us[:], uint64(max(sentAt.Sub(runStart), 0)/time.Microsecond))
+	copy(b[5:11], us[2:])
+}
+
+// ParseShort reads a short header's send time.
+func ParseShort(b []byte, runStart time.Time) (time.Time, bool) {
+	if len(b) < ShortHeaderSize || len(b) >= HeaderSize || b[0] != shortMagic {
+		return time.Time{}, false
+	}
+	var us [8]byte
+	copy(us[2:], b[5:11])
+	return runStart.Add(time.Duration(binary.BigEndian.Uint64(us[:])) * time.Microsecond), true
+}

@@ -19,6 +19,9 @@ type ProduceSpec struct {
 	Count    int64         `yaml:"count" doc:"stop after this many messages in total (across restarts); 0 = until stopped"`
 	Duration time.Duration `yaml:"duration" doc:"stop this long after each start"`
 	Keys     string        `yaml:"keys" doc:"message keys: none (default), sequence, or random"`
+	// ConnectFirst is for fleets: the seed procedures connect every client
+	// before anyone publishes.
+	ConnectFirst bool `yaml:"connect_first" doc:"wait until every client connection is open before the first send (drivers with background connects, like mqtt)"`
 }
 
 // Check reports problems a plan author can fix; the runner prefixes the place.

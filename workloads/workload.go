@@ -16,8 +16,10 @@ import (
 
 // Env is what the workloads of one run share.
 type Env struct {
-	Run  uint16
-	Acct *Accounting
+	Run uint16
+	// Start is when the run started: short headers count from it.
+	Start time.Time
+	Acct  *Accounting
 	// Fail reports an error that should end the run (a consumer that cannot
 	// join its group, a producer whose every send fails...).
 	Fail func(error)
@@ -175,19 +177,31 @@ func (p *Producer) Start(ctx context.Context) error {
 	if p.spec.Interval > 0 {
 		rate = float64(sources) / p.spec.Interval.Seconds()
 	}
-	pacer := NewPacer(time.Now(), rate, remaining)
-	var wg sync.WaitGroup
 	if p.seqs == nil {
 		p.seqs = make([]uint64, p.spec.Threads)
 	}
-	for i := range p.spec.Threads {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			p.loop(wctx, p.inflight, dp, pacer, sources, i)
-		}()
-	}
 	go func() {
+		var wg sync.WaitGroup
+		ready := true
+		if r, ok := dp.(drivers.Readier); ok && p.spec.ConnectFirst {
+			if err := r.WaitReady(wctx); err != nil {
+				ready = false
+				if wctx.Err() == nil {
+					p.env.Fail(fmt.Errorf("workload %q: connecting: %w", p.name, err))
+				}
+			}
+		}
+		if ready {
+			// The schedule starts when sending can start.
+			pacer := NewPacer(time.Now(), rate, remaining)
+			for i := range p.spec.Threads {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					p.loop(wctx, p.inflight, dp, pacer, sources, i)
+				}()
+			}
+		}
 		wg.Wait()
 		if err := dp.Close(); err != nil {
 			p.env.Warn(fmt.Sprintf("workload %q: closing producer: %v", p.name, err))
@@ -213,6 +227,8 @@ func (p *Producer) loop(ctx, flight context.Context, dp drivers.Producer, pacer 
 		m := &drivers.Message{Topic: p.spec.Topic, Value: make([]byte, size), Source: int(k % int64(sources))}
 		if size >= HeaderSize {
 			Header{Run: p.env.Run, Producer: stream, Seq: seq, SentAt: due.UnixNano()}.Put(m.Value)
+		} else if size >= ShortHeaderSize {
+			PutShort(m.Value, seq, due, p.env.Start)
 		}
 		switch p.spec.Keys {
 		case "sequence":
@@ -343,6 +359,8 @@ func receive(m *drivers.Message, env *Env, g *groupAcct, rec *metrics.Recorder) 
 		if reordered {
 			rec.Reordered()
 		}
+	} else if sent, ok := ParseShort(m.Value, env.Start); ok {
+		e2e = max(now.Sub(sent), 0)
 	}
 	rec.Received(len(m.Value), e2e, now)
 }

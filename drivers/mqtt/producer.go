@@ -61,3 +61,14 @@ func (p *Producer) Send(ctx context.Context, m *drivers.Message) error {
 
 // Close disconnects the producer's clients.
 func (p *Producer) Close() error { return p.f.Close() }
+
+// WaitReady implements drivers.Readier: it returns once every client has
+// connected for the first time.
+func (p *Producer) WaitReady(ctx context.Context) error {
+	for i := range p.f.members {
+		if err := p.f.wait(ctx, i, nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,87 @@
+package workloads
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+func TestHeaderRoundTrip(t *testing.T) {
+	h := Header{Run: 7, Producer: 3<<16 | 129, Seq: 1<<40 + 5, SentAt: time.Now().UnixNano()}
+	b := make([]byte, 100)
+	h.Put(b)
+	got, ok := ParseHeader(b)
+	if !ok || got != h {
+		t.Fatalf("got %+v %v, want %+v", got, ok, h)
+	}
+	if _, ok := ParseHeader(make([]byte, 100)); ok {
+		t.Error("a zero payload parsed as a header")
+	}
+	if _, ok := ParseHeader(b[:HeaderSize-1]); ok {
+		t.Error("a short payload parsed as a full header")
+	}
+}
+
+func TestShortHeader(t *testing.T) {
+	start := time.Now()
+	sent := start.Add(1234567 * time.Microsecond)
+	b := make([]byte, 11)
+	PutShort(b, 42, sent, start)
+	got, ok := ParseShort(b, start)
+	if !ok || !got.Equal(sent) {
+		t.Fatalf("got %v %v, want %v", got, ok, sent)
+	}
+	if _, ok := ParseShort(make([]byte, 30), start); ok {
+		t.Error("a payload long enough for a full header parsed as short")
+	}
+}
+
+func TestAccountingCountsDuplicatesAndReordering(t *testing.T) {
+	a := NewAccounting(1)
+	topic := a.Topic("t", "x")
+	for range 5 {
+		topic.ack(10)
+	}
+	g := topic.group("g")
+	steps := []struct {
+		seq            uint64
+		part           int32
+		dup, reordered bool
+	}{
+		{0, 0, false, false}, {2, 0, false, false}, {1, 0, false, true}, {2, 0, true, false}, {3, 1, false, false},
+	}
+	for i, s := range steps {
+		dup, re := g.receive(Header{Run: 1, Producer: 9, Seq: s.seq}, s.part, 10)
+		if dup != s.dup || re != s.reordered {
+			t.Errorf("step %d: dup %v reordered %v, want %v %v", i, dup, re, s.dup, s.reordered)
+		}
+	}
+	if b := topic.backlog(g); b.Messages != 1 || b.Bytes != 10 {
+		t.Errorf("backlog %+v, want 1 message of 10 bytes", b)
+	}
+}
+
+// The pacer hands out due times on a schedule that does not slip when
+// sends are late: message k is due at start + k/rate.
+func TestPacerSchedule(t *testing.T) {
+	start := time.Now().Add(-time.Hour) // every send is already due
+	p := NewPacer(start, 1000, 3)
+	for k := int64(0); k < 3; k++ {
+		got, due, ok := p.Next(context.Background())
+		if !ok || got != k || !due.Equal(start.Add(time.Duration(k)*time.Millisecond)) {
+			t.Fatalf("send %d: %d %v %v", k, got, due.Sub(start), ok)
+		}
+	}
+	if _, _, ok := p.Next(context.Background()); ok {
+		t.Error("pacer went past its limit")
+	}
+}
+
+func BenchmarkHeaderPut(b *testing.B) {
+	buf := make([]byte, 1024)
+	h := Header{Run: 1, Producer: 2, SentAt: time.Now().UnixNano()}
+	for i := 0; i < b.N; i++ {
+		h.Seq = uint64(i)
+		h.Put(buf)
+	}
+}
