@@ -238,7 +238,7 @@ func finalRates(s *metrics.Snapshot, kinds map[string]string) {
 
 func (r *Run) setup(ctx context.Context, index int, res *results.Result) error {
 	p := r.Plan
-	r.wenv = &workloads.Env{Run: uint16(rand.Uint32()), Fail: r.fail, Warn: r.Warn}
+	r.wenv = &workloads.Env{Run: uint16(rand.Uint32()), Start: r.coll.Start(), Fail: r.fail, Warn: r.Warn}
 	r.wenv.Acct = workloads.NewAccounting(r.wenv.Run)
 	for _, t := range p.Targets {
 		octx, cancel := context.WithTimeout(ctx, 60*time.Second)
