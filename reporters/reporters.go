@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -57,13 +58,24 @@ func Names() []string {
 	return names
 }
 
-// Table renders a markdown table with tablewriter.
+// Table renders a markdown table with tablewriter: numbers right-aligned,
+// text left-aligned, so columns of figures line up as in the vendors' tables.
 func Table(w io.Writer, header []string, rows [][]string) {
+	aligns := make([]tw.Align, len(header))
+	for c := range header {
+		aligns[c] = tw.AlignRight
+		for _, r := range rows {
+			if c < len(r) && r[c] != "" && !numeric(r[c]) {
+				aligns[c] = tw.AlignLeft
+				break
+			}
+		}
+	}
 	t := tablewriter.NewTable(w,
 		tablewriter.WithRenderer(renderer.NewMarkdown()),
 		tablewriter.WithHeaderAutoFormat(tw.Off),
-		tablewriter.WithHeaderAlignment(tw.AlignLeft),
-		tablewriter.WithRowAlignment(tw.AlignRight),
+		tablewriter.WithHeaderAlignmentConfig(tw.CellAlignment{Global: tw.AlignLeft, PerColumn: aligns}),
+		tablewriter.WithRowAlignmentConfig(tw.CellAlignment{Global: tw.AlignRight, PerColumn: aligns}),
 	)
 	h := make([]any, len(header))
 	for i, c := range header {
@@ -78,6 +90,13 @@ func Table(w io.Writer, header []string, rows [][]string) {
 		_ = t.Append(cells...)
 	}
 	_ = t.Render()
+}
+
+// numeric reports whether a cell holds a number (with an optional unit
+// suffix such as "11B" or "1KB" counting as text).
+func numeric(s string) bool {
+	_, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+	return err == nil
 }
 
 // Transpose turns columns into rows: the first column's values become the
