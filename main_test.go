@@ -205,3 +205,45 @@ func TestSeedPlansOnRealBrokers(t *testing.T) {
 		})
 	}
 }
+
+// A secret given to a plan never appears in output or report files, even
+// when the run fails on the target that uses it.
+func TestSecretsStayOutOfOutput(t *testing.T) {
+	const secret = "s3cr3t-Passw0rd"
+	t.Setenv("PLANRUN_TEST_SECRET", secret)
+	p := writePlan(t, `name: secret
+vars:
+  password: ${env:PLANRUN_TEST_SECRET}
+targets:
+  cache: { driver: redis, addr: "127.0.0.1:1", password: "${password}", dial_timeout: 200ms }
+  mq: { driver: memory }
+workloads:
+  producer: { target: mq, produce: { topic: a, count: 5 } }
+progress: 0s
+steps:
+  - start: producer
+  - probe: cache
+    command: [PING]
+    as: pong
+`)
+	out := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"--out", out, p}, &stdout, &stderr)
+	if code != exitRunFailure {
+		t.Errorf("exit %d, want %d", code, exitRunFailure)
+	}
+	files, _ := filepath.Glob(filepath.Join(out, "*"))
+	texts := map[string]string{"output": stdout.String() + stderr.String()}
+	for _, f := range files {
+		data, _ := os.ReadFile(f)
+		texts[f] = string(data)
+	}
+	for where, text := range texts {
+		if strings.Contains(text, secret) {
+			t.Errorf("the secret appears in %s", where)
+		}
+	}
+	if !strings.Contains(texts[filepath.Join(out, "secret.json")], `"password": "[redacted]"`) {
+		t.Errorf("the JSON result does not show the variable as redacted")
+	}
+}

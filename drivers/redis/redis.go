@@ -28,7 +28,16 @@ const Embedded = "embedded"
 
 const defaultDialTimeout = 10 * time.Second
 
-func init() { drivers.Register("redis", Driver{}) }
+func init() {
+	drivers.Register("redis", Driver{})
+	// go-redis logs dial failures itself; planrun reports them as errors
+	// naming the target, once.
+	goredis.SetLogger(silent{})
+}
+
+type silent struct{}
+
+func (silent) Printf(context.Context, string, ...interface{}) {}
 
 // TargetConfig is a Redis target's section of a plan.
 type TargetConfig struct {
