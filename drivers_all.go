@@ -8,5 +8,6 @@ import (
 	_ "github.com/planrun/planrun/drivers/memory"
 	_ "github.com/planrun/planrun/drivers/mqtt"
 	_ "github.com/planrun/planrun/drivers/redis"
+	_ "github.com/planrun/planrun/drivers/rocketmq"
 	_ "github.com/planrun/planrun/steps"
 )
