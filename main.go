@@ -154,7 +154,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "planrun: run takes one plan file\n\n%s", usage)
 		return exitBadPlan
 	}
-	src, plans, err := runner.Load(c.args[0], runner.Options{Set: c.sets})
+	src, plans, err := runner.Load(c.args[0], runner.Options{Set: c.sets, Formats: reporters.Names()})
 	if err != nil {
 		printPlanErr(stderr, err)
 		return exitBadPlan
@@ -236,7 +236,7 @@ func validate(c *cli, stdout, stderr io.Writer) int {
 	}
 	code := exitOK
 	for _, f := range c.args {
-		_, plans, err := runner.Load(f, runner.Options{Set: c.sets})
+		_, plans, err := runner.Load(f, runner.Options{Set: c.sets, Formats: reporters.Names()})
 		if err != nil {
 			printPlanErr(stderr, err)
 			code = exitBadPlan

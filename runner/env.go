@@ -39,7 +39,7 @@ func (r *Run) Env() map[string]any {
 // on a phase that never ran fails on its numbers, not on a missing key.
 func baseEnv(p *Plan, ws map[string]metrics.Stats, probes map[string]any) map[string]any {
 	env := map[string]any{
-		"vars":    typedVars(p.Vars),
+		"vars":    p.Env.varsValue(p.Vars),
 		"probes":  probes,
 		"phase":   PhaseInfo{},
 		"elapsed": time.Duration(0),

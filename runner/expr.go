@@ -2,6 +2,8 @@ package runner
 
 import (
 	"fmt"
+	"reflect"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -38,6 +40,43 @@ type ExprEnv struct {
 	Collectors map[string][]string // collector name -> figure names
 	Vars       map[string]string
 	Probes     []string
+	Phases     []string // phase names the steps declare
+
+	varsType reflect.Type
+}
+
+// varsValue gives expressions the variables as a struct, so that a
+// misspelt vars.name fails when the plan loads: numbers where a value is a
+// number, strings otherwise.
+func (e *ExprEnv) varsValue(vars map[string]string) any {
+	if e.varsType == nil {
+		names := make([]string, 0, len(e.Vars))
+		for k := range e.Vars {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		fields := make([]reflect.StructField, 0, len(names))
+		for _, k := range names {
+			t := reflect.TypeOf("")
+			if _, err := strconv.ParseFloat(e.Vars[k], 64); err == nil {
+				t = reflect.TypeOf(0.0)
+			}
+			fields = append(fields, reflect.StructField{Name: "V" + k, Type: t, Tag: reflect.StructTag(`expr:"` + k + `"`)})
+		}
+		e.varsType = reflect.StructOf(fields)
+	}
+	v := reflect.New(e.varsType).Elem()
+	for i := 0; i < e.varsType.NumField(); i++ {
+		f := e.varsType.Field(i)
+		raw := vars[f.Tag.Get("expr")]
+		if f.Type.Kind() == reflect.Float64 {
+			x, _ := strconv.ParseFloat(raw, 64)
+			v.Field(i).SetFloat(x)
+		} else {
+			v.Field(i).SetString(raw)
+		}
+	}
+	return v.Interface()
 }
 
 // template returns an environment of zero values with the real types.
@@ -47,7 +86,7 @@ func (e *ExprEnv) template() map[string]any {
 		"phases":  map[string]map[string]metrics.Stats{},
 		"elapsed": time.Duration(0),
 		"backlog": metrics.Backlog{},
-		"vars":    typedVars(e.Vars),
+		"vars":    e.varsValue(e.Vars),
 		"probes":  map[string]any{},
 		"extra":   map[string]float64{},
 	}
@@ -142,6 +181,28 @@ func (e *Expr) compile(d *plan.Decoder, n *yaml.Node, boolean bool) {
 		d.Errs.At(n, "expression %q: %s", e.Src, exprErr(err, env))
 		return
 	}
+	for _, m := range phaseRef.FindAllStringSubmatch(e.Src, -1) {
+		if !contains(env.Phases, m[1]) {
+			d.Errs.At(n, "expression %q: no step starts phase %q%s; phases are: %s", e.Src, m[1], plan.Suggest(m[1], env.Phases), strings.Join(env.Phases, ", "))
+		}
+	}
+	// Variables given to size() and duration() are read now, so a bad
+	// --set fails before the run, not in the middle of it.
+	for _, m := range varCall.FindAllStringSubmatch(e.Src, -1) {
+		val, ok := env.Vars[m[2]]
+		if !ok {
+			continue
+		}
+		var perr error
+		if m[1] == "size" {
+			_, perr = units.ParseSize(val)
+		} else {
+			_, perr = time.ParseDuration(val)
+		}
+		if perr != nil {
+			d.Errs.At(n, "expression %q: variable %s = %q: %v", e.Src, m[2], val, perr)
+		}
+	}
 	e.prog = prog
 	if boolean {
 		e.parts = comparisons(e.Src, env)
@@ -156,11 +217,51 @@ func compileExpr(src string, env *ExprEnv, boolean bool) (*vm.Program, error) {
 	return expr.Compile(src, opts...)
 }
 
+var (
+	phaseRef = regexp.MustCompile(`phases\[\s*["']([^"']+)["']\s*\]`)
+	varCall  = regexp.MustCompile(`\b(size|duration)\(\s*vars\.(\w+)\s*\)`)
+	noField  = regexp.MustCompile(`type metrics\.(\w+) has no field (\w+)`)
+	noVar    = regexp.MustCompile(`type struct \{.*\} has no field (\w+)`)
+)
+
+// figureNames lists the expression names of a metrics struct type.
+func figureNames(t reflect.Type) []string {
+	var names []string
+	for i := 0; i < t.NumField(); i++ {
+		if n := t.Field(i).Tag.Get("expr"); n != "" {
+			names = append(names, n)
+		}
+	}
+	return names
+}
+
 // exprErr shortens expr's message and adds the names an unknown one could be.
 func exprErr(err error, env *ExprEnv) string {
 	msg := err.Error()
 	if i := strings.Index(msg, "\n"); i > 0 {
 		msg = msg[:i]
+	}
+	if m := noField.FindStringSubmatch(msg); m != nil {
+		var known []string
+		what := "workload figure"
+		switch m[1] {
+		case "Stats":
+			known = figureNames(reflect.TypeOf(metrics.Stats{}))
+		case "Latency":
+			known, what = figureNames(reflect.TypeOf(metrics.Latency{})), "latency figure"
+		case "Backlog":
+			known, what = figureNames(reflect.TypeOf(metrics.Backlog{})), "backlog figure"
+		}
+		return fmt.Sprintf("no %s %q%s; known: %s", what, m[2], plan.Suggest(m[2], known), strings.Join(known, ", "))
+	}
+	if m := noVar.FindStringSubmatch(msg); m != nil && strings.Contains(msg, "expr:") {
+		name := strings.TrimPrefix(m[1], "V")
+		var known []string
+		for k := range env.Vars {
+			known = append(known, k)
+		}
+		sort.Strings(known)
+		return fmt.Sprintf("no variable %q%s; variables are: %s", name, plan.Suggest(name, known), strings.Join(known, ", "))
 	}
 	if strings.Contains(msg, "unknown name") {
 		names := append([]string{}, env.Workloads...)
@@ -201,6 +302,14 @@ func comparisons(src string, env *ExprEnv) []exprPart {
 	}
 	walk(tree.Node)
 	return parts
+}
+
+// kind is the Go kind the expression yields, as far as it is known at load.
+func (e *Expr) kind() reflect.Kind {
+	if e.prog == nil || e.prog.Node() == nil || e.prog.Node().Type() == nil {
+		return reflect.Interface
+	}
+	return e.prog.Node().Type().Kind()
 }
 
 // Eval runs a compiled expression against an environment.

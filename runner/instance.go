@@ -113,6 +113,9 @@ func (p *Plan) decodeTargets(d *plan.Decoder) {
 			} else {
 				d.Errs.At(v, "%s: unknown driver %q%s; known: %s", what, drvName, plan.Suggest(drvName, drivers.Names()), strings.Join(drivers.Names(), ", "))
 			}
+			// Kept without a driver, so that workloads naming it are still
+			// checked and no error follows from this one.
+			p.Targets = append(p.Targets, &TargetDef{Name: name, Driver: drvName})
 			return
 		}
 		cfg := drv.NewTargetConfig()
@@ -148,6 +151,10 @@ func (p *Plan) resolveTarget(d *plan.Decoder, n *yaml.Node, name, what string) *
 		if len(p.Targets) == 1 {
 			return p.Targets[0]
 		}
+		if len(p.Targets) == 0 {
+			d.Errs.At(n, "%s has no target to talk to: the plan has no targets:; add one, such as targets: { mq: { driver: kafka, brokers: embedded } }", what)
+			return nil
+		}
 		d.Errs.At(n, "%s needs target: one of %s", what, strings.Join(p.targetNames(), ", "))
 		return nil
 	}
@@ -172,9 +179,15 @@ func (p *Plan) decodeWorkloads(d *plan.Decoder) {
 			d.Errs.At(k, "workload name %q is not allowed: use letters, digits and _ (expressions refer to it as %s.rate) and avoid %s", name, name, reservedList())
 			return
 		}
+		// Named in expressions and steps whatever else is wrong with it,
+		// so one mistake here does not turn into many elsewhere.
+		p.Env.Workloads = append(p.Env.Workloads, name)
 		var g workloadGeneric
 		d.Decode(v, &g, what)
 		w := &WorkloadDef{Name: name, Target: g.Target, Description: g.Description}
+		// Steps check workload names against this list, so a workload with
+		// errors of its own is still on it (an invalid plan never runs).
+		defer func() { p.Workloads = append(p.Workloads, w) }()
 		var kinds []string
 		var body *yaml.Node
 		for kind, node := range map[string]*yaml.Node{"produce": &g.Produce, "consume": &g.Consume, "relay": &g.Relay, "connect": &g.Connect} {
@@ -189,8 +202,8 @@ func (p *Plan) decodeWorkloads(d *plan.Decoder) {
 			return
 		}
 		t := p.resolveTarget(d, v, g.Target, what)
-		if t == nil {
-			return
+		if t == nil || t.drv == nil {
+			return // the target's own error says what is wrong
 		}
 		w.Target = t.Name
 		what = fmt.Sprintf("%s %s", what, w.Kind)
@@ -251,8 +264,6 @@ func (p *Plan) decodeWorkloads(d *plan.Decoder) {
 		if w.ToOpts != nil {
 			checkOptions(d, body, what+" to", p.Target(w.RelayTo.Target).drv, w.ToOpts)
 		}
-		p.Workloads = append(p.Workloads, w)
-		p.Env.Workloads = append(p.Env.Workloads, name)
 	})
 }
 
@@ -298,6 +309,7 @@ func (p *Plan) decodeSteps(d *plan.Decoder) {
 			}
 		}
 	}
+	p.Env.Phases = phases
 	for i, sn := range n.Content {
 		if sn.Kind != yaml.MappingNode {
 			d.Errs.At(sn, "step %d must be a mapping such as \"- start: producer\"; step kinds: %s", i+1, strings.Join(stepNames(), ", "))

@@ -29,6 +29,7 @@ type Source struct {
 	Vars        map[string]string // defaults with --set applied, env interpolated
 	Matrix      []MatrixVar
 	Secrets     map[string]bool
+	formats     []string // report formats the binary offers (nil: not checked)
 }
 
 // MatrixVar is one matrix variable and its values, in file order.
@@ -135,6 +136,9 @@ var topKeys = []string{"name", "description", "vars", "matrix", "targets", "work
 type Options struct {
 	Set map[string]string // --set name=value
 	Env func(string) (string, bool)
+	// Formats are the report formats the binary offers; when set, a plan
+	// asking for another is an error at load time.
+	Formats []string
 }
 
 var yamlLine = regexp.MustCompile(`line (\d+)`)
@@ -151,12 +155,11 @@ func Load(file string, opts Options) (*Source, []*Plan, error) {
 
 // Parse is Load for a plan already in memory.
 func Parse(file string, data []byte, opts Options) (*Source, []*Plan, error) {
-	src, err := parseSource(file, data, opts)
+	src, errs, err := parseSource(file, data, opts)
 	if err != nil {
 		return nil, nil, err
 	}
 	var plans []*Plan
-	errs := &plan.Errors{File: file}
 	for _, combo := range src.Combinations() {
 		p, err := src.Instance(combo)
 		if err != nil {
@@ -174,28 +177,34 @@ func Parse(file string, data []byte, opts Options) (*Source, []*Plan, error) {
 	return src, plans, nil
 }
 
-func parseSource(file string, data []byte, opts Options) (*Source, error) {
+// parseSource reads the file's structure and variables. Problems that leave
+// the rest decodable are returned in errs, so that the instances are still
+// decoded and every error of the plan is reported at once.
+func parseSource(file string, data []byte, opts Options) (*Source, *plan.Errors, error) {
 	errs := &plan.Errors{File: file}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
 		msg := strings.TrimPrefix(err.Error(), "yaml: ")
 		e := plan.Error{File: file, Msg: "not valid YAML: " + msg}
+		if strings.Contains(msg, "did not find expected ',' or '}'") {
+			e.Msg += " (a ${...} inside { } must be quoted: threads: \"${threads}\")"
+		}
 		if m := yamlLine.FindStringSubmatch(msg); m != nil {
 			e.Line, _ = strconv.Atoi(m[1])
 			e.Col = 1
 		}
-		return nil, &plan.ListError{List: []plan.Error{e}}
+		return nil, nil, &plan.ListError{List: []plan.Error{e}}
 	}
 	if len(doc.Content) == 0 {
 		errs.At(nil, "the plan is empty; it needs at least name:, workloads: and steps:")
-		return nil, errs.Err()
+		return nil, nil, errs.Err()
 	}
 	root := doc.Content[0]
 	if root.Kind != yaml.MappingNode {
 		errs.At(root, "a plan is a mapping with keys %s", strings.Join(topKeys, ", "))
-		return nil, errs.Err()
+		return nil, nil, errs.Err()
 	}
-	s := &Source{File: file, root: root, keys: map[string]*yaml.Node{}, Vars: map[string]string{}, Secrets: map[string]bool{}}
+	s := &Source{File: file, root: root, keys: map[string]*yaml.Node{}, Vars: map[string]string{}, Secrets: map[string]bool{}, formats: opts.Formats}
 	for i := 0; i+1 < len(root.Content); i += 2 {
 		k, v := root.Content[i], root.Content[i+1]
 		if !contains(topKeys, k.Value) {
@@ -211,14 +220,6 @@ func parseSource(file string, data []byte, opts Options) (*Source, error) {
 	d := plan.NewDecoder(file, nil)
 	d.Errs = errs
 	d.Env = opts.Env
-	if n := s.keys["name"]; n != nil {
-		s.Name, _ = d.Scalar(n, "name")
-	} else {
-		errs.At(root, "the plan needs a name: (used in report file names)")
-	}
-	if n := s.keys["description"]; n != nil {
-		s.Description, _ = d.Scalar(n, "description")
-	}
 	// Variables may use the environment and the variables above them.
 	d.Vars = s.Vars
 	d.Mapping(s.keys["vars"], "vars", func(name string, k, v *yaml.Node) {
@@ -247,6 +248,14 @@ func parseSource(file string, data []byte, opts Options) (*Source, error) {
 		}
 		s.Matrix = append(s.Matrix, MatrixVar{Name: name, Values: vals})
 	})
+	if n := s.keys["name"]; n != nil {
+		s.Name, _ = d.Scalar(n, "name")
+	} else {
+		errs.At(root, "the plan needs a name: (used in report file names)")
+	}
+	if n := s.keys["description"]; n != nil {
+		s.Description, _ = d.Scalar(n, "description")
+	}
 	var known []string
 	known = append(known, s.VarOrder...)
 	for _, m := range s.Matrix {
@@ -273,10 +282,7 @@ func parseSource(file string, data []byte, opts Options) (*Source, error) {
 			}
 		}
 	}
-	if err := errs.Err(); err != nil {
-		return nil, err
-	}
-	return s, nil
+	return s, errs, nil
 }
 
 func reservedList() string {

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"reflect"
 	"fmt"
 	"strings"
 
@@ -40,6 +41,11 @@ func (p *Plan) decodeReport(d *plan.Decoder) {
 	if n != nil {
 		d.Decode(n, &p.Report, "report")
 	}
+	for _, f := range p.Report.Formats {
+		if p.formats != nil && !contains(p.formats, f) {
+			d.Errs.At(n, "report: formats: no reporter %q%s; known: %s", f, plan.Suggest(f, p.formats), strings.Join(p.formats, ", "))
+		}
+	}
 	if p.Report.Markdown == "" {
 		p.Report.Markdown = "{name}.md"
 	}
@@ -56,8 +62,15 @@ func (p *Plan) decodeReport(d *plan.Decoder) {
 			d.Errs.At(node, "report table %d: rows must be phases or runs, got %q", i+1, t.Rows)
 		}
 		for _, c := range t.Columns {
-			if c.Format != "" && !strings.Contains(c.Format, "%") {
-				d.Errs.At(node, "report table %d column %q: format %q needs a %% verb such as %%.1f", i+1, c.Name, c.Format)
+			if c.Format != "" {
+				if err := checkFormat(c.Format, c.Value.kind()); err != "" {
+					d.Errs.At(node, "report table %d column %q: format %q %s", i+1, c.Name, c.Format, err)
+				}
+			}
+		}
+		for _, ph := range t.Phases {
+			if !contains(p.Env.Phases, ph) {
+				d.Errs.At(node, "report table %d: no step starts phase %q%s; phases are: %s", i+1, ph, plan.Suggest(ph, p.Env.Phases), strings.Join(p.Env.Phases, ", "))
 			}
 		}
 	}
@@ -81,6 +94,34 @@ func tableNode(report *yaml.Node, i int) *yaml.Node {
 // FileName expands {name} in a report path.
 func (p *Plan) FileName(pattern string) string {
 	return strings.ReplaceAll(pattern, "{name}", p.Name)
+}
+
+// checkFormat tries a printf format on a value of the expression's kind
+// and says what is wrong ("" when it prints cleanly).
+func checkFormat(format string, kind reflect.Kind) string {
+	if !strings.Contains(format, "%") {
+		return "needs a % verb such as %.1f"
+	}
+	var sample any
+	switch kind {
+	case reflect.Float64, reflect.Float32:
+		sample = 1.5
+	case reflect.Int, reflect.Int64:
+		sample = int64(1)
+	case reflect.String:
+		sample = "x"
+	case reflect.Bool:
+		sample = true
+	case reflect.Struct, reflect.Map, reflect.Slice:
+		return "cannot print a whole group of figures; pick one, such as .p99"
+	default:
+		// Unknown at load time (an interface value): try a number.
+		sample = 1.5
+	}
+	if out := fmt.Sprintf(format, sample); strings.Contains(out, "%!") {
+		return fmt.Sprintf("does not fit a %T value (it prints %q); for numbers use %%.0f or %%.2f", sample, out)
+	}
+	return ""
 }
 
 // FormatCell prints a table cell value.

@@ -33,6 +33,7 @@ type Engine struct {
 
 	mu      sync.Mutex
 	current *metrics.Collector
+	secrets map[string]bool
 }
 
 // Current is a snapshot of the run going on (empty between runs), for a
@@ -84,6 +85,9 @@ func (e *Engine) Execute(ctx context.Context, src *Source, plans []*Plan) *resul
 	if e.StopTimeout == 0 {
 		e.StopTimeout = 30 * time.Second
 	}
+	e.mu.Lock()
+	e.secrets = src.Secrets
+	e.mu.Unlock()
 	host, _ := os.Hostname()
 	res := &results.Result{
 		Plan: src.Name, File: src.File, Description: src.Description, Version: e.Version,
@@ -112,6 +116,7 @@ func (e *Engine) Execute(ctx context.Context, src *Source, plans []*Plan) *resul
 	if len(plans) > 0 {
 		res.Tables = buildTables(plans, res.Runs)
 	}
+	RedactAll(res, src.Secrets)
 	return res
 }
 
@@ -123,19 +128,12 @@ func redactVars(src *Source) map[string]string {
 	return out
 }
 
-// Redact replaces every secret value inside s.
-func Redact(s string, secrets map[string]bool) string {
-	for sec := range secrets {
-		if sec != "" {
-			s = strings.ReplaceAll(s, sec, "[redacted]")
-		}
-	}
-	return s
-}
-
 func (e *Engine) printf(format string, args ...any) {
 	if e.Out != nil {
-		fmt.Fprintf(e.Out, format, args...)
+		e.mu.Lock()
+		secrets := e.secrets
+		e.mu.Unlock()
+		fmt.Fprint(e.Out, Redact(fmt.Sprintf(format, args...), secrets))
 	}
 }
 

@@ -56,7 +56,8 @@ type Wait struct {
 // Check insists that a wait can end.
 func (w *Wait) Check(c *runner.CheckContext) {
 	src := w.Until.Src
-	if w.Timeout == 0 && !strings.Contains(src, "elapsed") {
+	// A timeout that is there but wrong has its own error already.
+	if w.Timeout == 0 && !strings.Contains(src, "elapsed") && !hasKey(c, "timeout") {
 		c.Errs.At(c.Node, "wait %q has no way to end if the condition never holds: add timeout: (such as timeout: 1h), or bound it with phase.elapsed", src)
 	}
 	switch w.OnTimeout {
@@ -148,4 +149,14 @@ func (a *Assert) Run(_ context.Context, r *runner.Run) error {
 	}
 	r.AddAssert(res)
 	return nil
+}
+
+// hasKey reports whether the step's mapping has the key.
+func hasKey(c *runner.CheckContext, key string) bool {
+	for i := 0; i+1 < len(c.Node.Content); i += 2 {
+		if c.Node.Content[i].Value == key {
+			return true
+		}
+	}
+	return false
 }
