@@ -1,8 +1,8 @@
 package runner
 
 import (
-	"reflect"
 	"fmt"
+	"reflect"
 	"strings"
 
 	"gopkg.in/yaml.v3"
