@@ -231,6 +231,11 @@ func (c *Collector) sampleLocked(now time.Time, extra map[string]float64) {
 			P99: Summarize(iv.send).P99, E2EP99: Summarize(iv.e2e).P99, Backlog: t.rec.backlogValue(), Lag: t.rec.lag.Load(), Gauges: t.rec.gaugeValues()}
 		hdrPool.Put(iv.send)
 		hdrPool.Put(iv.e2e)
+		if interval == 0 {
+			// A flush right after another (at a phase change) has no rates
+			// of its own: it must not show as a second of zeros.
+			continue
+		}
 		t.series = append(t.series, p)
 		if c.sink != nil {
 			_ = c.sink.Encode(SeriesLine{Run: c.label, Workload: t.rec.Name, Point: p})
@@ -448,6 +453,7 @@ type Window struct {
 	SendRate, RecvRate float64
 	SendMBps, RecvMBps float64
 	P99, E2EP99        float64 // highest per-second p99 in the window
+	Samples            int     // per-second samples in the window
 }
 
 // Windows returns each workload's window since the given time.
@@ -468,6 +474,7 @@ func (c *Collector) Windows(since float64) map[string]Window {
 			w.E2EP99 = max(w.E2EP99, p.E2EP99)
 			n++
 		}
+		w.Samples = n
 		if n > 0 {
 			w.SendRate /= float64(n)
 			w.RecvRate /= float64(n)

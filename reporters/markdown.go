@@ -115,7 +115,7 @@ func Render(w io.Writer, res *results.Result) {
 		fmt.Fprintf(w, "## %s\n\n", heading)
 		if run.Status != results.Passed {
 			fmt.Fprintf(w, "Status: **%s**", run.Status)
-			if run.FailedStep != "" {
+			if run.FailedStep != "" && !strings.HasPrefix(run.Error, run.FailedStep) {
 				fmt.Fprintf(w, " at %s", run.FailedStep)
 			}
 			if run.Error != "" {
@@ -130,6 +130,11 @@ func Render(w io.Writer, res *results.Result) {
 		}
 		if h, rows := ConsumeTable(&run); len(rows) > 0 {
 			fmt.Fprintf(w, "Consume (end-to-end latency from intended send time to receipt, ms):\n\n")
+			Table(w, h, rows)
+			fmt.Fprintln(w)
+		}
+		if h, rows := GaugeTable(&run); len(rows) > 0 {
+			fmt.Fprintf(w, "Driver figures at the end of each phase (connections, in flight...):\n\n")
 			Table(w, h, rows)
 			fmt.Fprintln(w)
 		}
@@ -287,4 +292,34 @@ func RunsTable(res *results.Result) ([]string, [][]string) {
 		}
 	}
 	return header, rows
+}
+
+// GaugeTable is a row per phase and workload with driver figures: the only
+// figures a connect workload has.
+func GaugeTable(run *results.Run) ([]string, [][]string) {
+	var rows [][]string
+	for _, ph := range run.Metrics.Phases {
+		for _, n := range run.Metrics.Order {
+			g := ph.Workloads[n].Gauges
+			if len(g) == 0 {
+				continue
+			}
+			keys := make([]string, 0, len(g))
+			for k := range g {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			parts := make([]string, len(keys))
+			for i, k := range keys {
+				v := g[k]
+				if v == float64(int64(v)) {
+					parts[i] = k + " " + I(int64(v))
+				} else {
+					parts[i] = k + " " + F(v, 2)
+				}
+			}
+			rows = append(rows, []string{phaseName(ph.Name), n, strings.Join(parts, ", ")})
+		}
+	}
+	return []string{"phase", "workload", "figures"}, rows
 }

@@ -363,7 +363,14 @@ func (r *Run) steps(ctx context.Context, out *results.Run) error {
 			out.FailedStep = "background"
 			return err
 		}
-		rec := results.Step{Index: s.Index, What: s.Describe() + ": " + describeStep(s), Phase: s.Phase, StartS: time.Since(r.coll.Start()).Seconds()}
+		what := s.Describe()
+		if d := describeStep(s); d != "" {
+			what += ": " + d
+		}
+		if s.Phase != "" {
+			what += " [phase " + s.Phase + "]"
+		}
+		rec := results.Step{Index: s.Index, What: what, Phase: s.Phase, StartS: time.Since(r.coll.Start()).Seconds()}
 		if s.If != nil {
 			ok, err := s.If.True(r.Env())
 			if err != nil {
@@ -566,13 +573,13 @@ func (r *Run) progress(ctx context.Context) {
 			var line string
 			switch r.works[name].Recorder().Kind {
 			case "produce":
-				line = fmt.Sprintf("%d sent, %.1f msg/s (%.2f MB/s), latency p99 %.1f ms (run: avg %.1f ms, max %.1f ms), %d failed",
-					st.Acked, float64(st.Acked-p.Acked)/dt, float64(st.BytesAcked-p.BytesAcked)/dt/1e6, w.P99, st.Latency.Avg, st.Latency.Max, st.Failed)
+				line = fmt.Sprintf("%d sent, %.1f msg/s (%.2f MB/s), latency p99 %s (run: avg %.1f ms, max %.1f ms), %d failed",
+					st.Acked, float64(st.Acked-p.Acked)/dt, float64(st.BytesAcked-p.BytesAcked)/dt/1e6, msOrNA(w.P99, w.Samples), st.Latency.Avg, st.Latency.Max, st.Failed)
 			case "connect":
 				line = formatGauges(st.Gauges)
 			default:
-				line = fmt.Sprintf("%d received, %.1f msg/s (%.2f MB/s), e2e p99 %.1f ms, backlog %d msgs (%s)",
-					st.Received, float64(st.Received-p.Received)/dt, float64(st.BytesReceived-p.BytesReceived)/dt/1e6, w.E2EP99, st.Backlog.Messages, units.Human(float64(st.Backlog.Bytes)))
+				line = fmt.Sprintf("%d received, %.1f msg/s (%.2f MB/s), e2e p99 %s, backlog %d msgs (%s)",
+					st.Received, float64(st.Received-p.Received)/dt, float64(st.BytesReceived-p.BytesReceived)/dt/1e6, msOrNA(w.E2EP99, w.Samples), st.Backlog.Messages, units.Human(float64(st.Backlog.Bytes)))
 				if st.Lag >= 0 {
 					line += fmt.Sprintf(", broker lag %d", st.Lag)
 				}
@@ -589,6 +596,15 @@ func (r *Run) progress(ctx context.Context) {
 			r.engine.printf("%s %s: %s\n", clock(r.coll.Start()), step, status)
 		}
 	}
+}
+
+// msOrNA prints a latency figure of the last interval, or says there was
+// no whole-second sample to take it from yet.
+func msOrNA(v float64, samples int) string {
+	if samples == 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.1f ms", v)
 }
 
 func formatGauges(g map[string]float64) string {

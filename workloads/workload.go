@@ -338,6 +338,7 @@ func (c *Consumer) Start(ctx context.Context) error {
 			}
 		}
 		cancel()
+		c.refreshLag()
 		c.finish()
 	}()
 	return nil
@@ -369,6 +370,20 @@ func (c *Consumer) handle(m *drivers.Message, stop context.CancelFunc) {
 	receive(m, c.env, c.group, c.rec)
 	if n := c.received.Add(1); c.spec.Count > 0 && n >= c.spec.Count {
 		stop()
+	}
+}
+
+// refreshLag reads the lag once more after the consumers committed their
+// position at a stop, so the figure at the end of a phase is not a second old.
+func (c *Consumer) refreshLag() {
+	lr, ok := c.target.(drivers.LagReader)
+	if !ok || c.spec.LagInterval <= 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if n, err := lr.Lag(ctx, c.spec.Topic, c.spec.Group); err == nil {
+		c.rec.SetLag(n)
 	}
 }
 
