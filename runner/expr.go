@@ -128,18 +128,6 @@ func toFloat(v any) float64 {
 	return 0
 }
 
-// typedVars gives expressions numbers where a variable holds a number.
-func typedVars(vars map[string]string) map[string]any {
-	out := make(map[string]any, len(vars))
-	for k, v := range vars {
-		if f, err := strconv.ParseFloat(v, 64); err == nil {
-			out[k] = f
-		} else {
-			out[k] = v
-		}
-	}
-	return out
-}
 
 // Expr is an expression in a plan, compiled when the plan loads.
 type Expr struct {
