@@ -200,7 +200,20 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	res := eng.Execute(ctx, src, plans)
 	paths, werr := writeReports(res, plans[0], c.out)
-	reporters.Render(stdout, res)
+	// Standard output gets the markdown file as written (with its chart
+	// links); rendered afresh only if the file could not be written.
+	printed := false
+	for _, p := range paths {
+		if strings.HasSuffix(p, ".md") {
+			if data, err := os.ReadFile(p); err == nil {
+				_, _ = stdout.Write(data)
+				printed = true
+			}
+		}
+	}
+	if !printed {
+		reporters.Render(stdout, res)
+	}
 	for _, p := range paths {
 		fmt.Fprintf(stderr, "wrote %s\n", p)
 	}
