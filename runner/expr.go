@@ -128,7 +128,6 @@ func toFloat(v any) float64 {
 	return 0
 }
 
-
 // Expr is an expression in a plan, compiled when the plan loads.
 type Expr struct {
 	Src       string
