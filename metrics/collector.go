@@ -128,7 +128,6 @@ type Collector struct {
 	runExt  map[string]*Gauge
 	phExt   map[string]*Gauge
 	extraTS []ExtraPoint
-	now     func() time.Time
 	sink    *json.Encoder
 	label   string
 }
@@ -161,7 +160,7 @@ type ExtraPoint struct {
 
 // NewCollector starts a run's collection at now with an unnamed first phase.
 func NewCollector(now time.Time) *Collector {
-	c := &Collector{start: now, byName: map[string]*track{}, runExt: map[string]*Gauge{}, phExt: map[string]*Gauge{}, now: time.Now}
+	c := &Collector{start: now, byName: map[string]*track{}, runExt: map[string]*Gauge{}, phExt: map[string]*Gauge{}}
 	c.cur = Phase{Name: "", Start: 0}
 	c.curAt = now
 	return c

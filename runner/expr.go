@@ -39,7 +39,6 @@ type ExprEnv struct {
 	Workloads  []string
 	Collectors map[string][]string // collector name -> figure names
 	Vars       map[string]string
-	Probes     []string
 	Phases     []string // phase names the steps declare
 
 	varsType reflect.Type

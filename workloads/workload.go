@@ -161,10 +161,9 @@ func (p *Producer) Start(ctx context.Context) error {
 		_ = dp.Close()
 		return err
 	}
+	stopTimer := func() {}
 	if p.spec.Duration > 0 {
-		var cancel context.CancelFunc
-		wctx, cancel = context.WithTimeout(wctx, p.spec.Duration)
-		_ = cancel // released when the parent is cancelled at stop
+		wctx, stopTimer = context.WithTimeout(wctx, p.spec.Duration)
 	}
 	sources := p.spec.Threads
 	if s, ok := dp.(interface{ Sources() int }); ok && s.Sources() > 0 {
@@ -203,6 +202,7 @@ func (p *Producer) Start(ctx context.Context) error {
 			}
 		}
 		wg.Wait()
+		stopTimer()
 		if err := dp.Close(); err != nil {
 			p.env.Warn(fmt.Sprintf("workload %q: closing producer: %v", p.name, err))
 		}
