@@ -15,7 +15,7 @@ import (
 	"syscall"
 
 	"github.com/planrun/planrun/live"
-	"github.com/planrun/planrun/plan"
+	"github.com/planrun/planrun/yamldecode"
 	"github.com/planrun/planrun/reporters"
 	"github.com/planrun/planrun/results"
 	"github.com/planrun/planrun/runner"
@@ -232,7 +232,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 func printPlanErr(w io.Writer, err error) {
-	var le *plan.ListError
+	var le *yamldecode.ListError
 	if errors.As(err, &le) {
 		for _, e := range le.List {
 			fmt.Fprintln(w, e.Error())

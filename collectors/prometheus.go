@@ -17,7 +17,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"gopkg.in/yaml.v3"
 
-	"github.com/planrun/planrun/plan"
+	"github.com/planrun/planrun/yamldecode"
 	"github.com/planrun/planrun/runner"
 )
 
@@ -60,7 +60,7 @@ type promMetricFields PromMetric
 
 // UnmarshalPlan reads the string or the mapping form and checks the
 // selector, so that a mistake is reported at its line.
-func (m *PromMetric) UnmarshalPlan(d *plan.Decoder, n *yaml.Node) {
+func (m *PromMetric) UnmarshalPlan(d *yamldecode.Decoder, n *yaml.Node) {
 	if n.Kind == yaml.MappingNode {
 		f := promMetricFields(*m)
 		d.DecodeStructs(n, "prometheus metric", &f)

@@ -15,7 +15,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/planrun/planrun/plan"
+	"github.com/planrun/planrun/yamldecode"
 )
 
 // exposition is an endpoint whose counters the test moves.
@@ -69,7 +69,7 @@ func decodeProm(t *testing.T, src string) (*Prometheus, error) {
 	if err := yaml.Unmarshal([]byte(src), &doc); err != nil {
 		t.Fatal(err)
 	}
-	d := plan.NewDecoder("plan.yaml", map[string]string{"token": "s3cret"})
+	d := yamldecode.NewDecoder("plan.yaml", map[string]string{"token": "s3cret"})
 	p := &Prometheus{}
 	d.DecodeStructs(doc.Content[0], "collector \"broker\"", p)
 	if err := d.Errs.Err(); err != nil {

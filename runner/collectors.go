@@ -9,7 +9,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/planrun/planrun/plan"
+	"github.com/planrun/planrun/yamldecode"
 )
 
 // CollectorConfig is a decoded collector section. Figures lists the names
@@ -73,7 +73,7 @@ type collectorGeneric struct {
 	Required bool   `yaml:"required" doc:"end the run when a sample fails (default: report the failure and go on)"`
 }
 
-func (p *Plan) decodeCollectors(d *plan.Decoder) {
+func (p *Plan) decodeCollectors(d *yamldecode.Decoder) {
 	d.Mapping(p.keys["collectors"], "collectors", func(name string, k, v *yaml.Node) {
 		what := fmt.Sprintf("collector %q", name)
 		if reserved[name] || !validName(name) || p.Workload(name) != nil {
@@ -98,7 +98,7 @@ func (p *Plan) decodeCollectors(d *plan.Decoder) {
 		kind, ok := collKinds[kindName]
 		collMu.RUnlock()
 		if !ok {
-			d.Errs.At(v, "%s: unknown kind %q%s; known: %s", what, kindName, plan.Suggest(kindName, names), strings.Join(names, ", "))
+			d.Errs.At(v, "%s: unknown kind %q%s; known: %s", what, kindName, yamldecode.Suggest(kindName, names), strings.Join(names, ", "))
 			return
 		}
 		var g collectorGeneric

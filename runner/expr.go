@@ -16,7 +16,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/planrun/planrun/metrics"
-	"github.com/planrun/planrun/plan"
+	"github.com/planrun/planrun/yamldecode"
 	"github.com/planrun/planrun/units"
 )
 
@@ -146,12 +146,12 @@ type exprPart struct {
 type BoolExpr struct{ Expr }
 
 // UnmarshalPlan compiles a condition.
-func (b *BoolExpr) UnmarshalPlan(d *plan.Decoder, n *yaml.Node) { b.compile(d, n, true) }
+func (b *BoolExpr) UnmarshalPlan(d *yamldecode.Decoder, n *yaml.Node) { b.compile(d, n, true) }
 
 // UnmarshalPlan compiles a value expression.
-func (e *Expr) UnmarshalPlan(d *plan.Decoder, n *yaml.Node) { e.compile(d, n, false) }
+func (e *Expr) UnmarshalPlan(d *yamldecode.Decoder, n *yaml.Node) { e.compile(d, n, false) }
 
-func (e *Expr) compile(d *plan.Decoder, n *yaml.Node, boolean bool) {
+func (e *Expr) compile(d *yamldecode.Decoder, n *yaml.Node, boolean bool) {
 	src, ok := d.Scalar(n, "expression")
 	if !ok {
 		return
@@ -169,7 +169,7 @@ func (e *Expr) compile(d *plan.Decoder, n *yaml.Node, boolean bool) {
 	}
 	for _, m := range phaseRef.FindAllStringSubmatch(e.Src, -1) {
 		if !contains(env.Phases, m[1]) {
-			d.Errs.At(n, "expression %q: no step starts phase %q%s; phases are: %s", e.Src, m[1], plan.Suggest(m[1], env.Phases), strings.Join(env.Phases, ", "))
+			d.Errs.At(n, "expression %q: no step starts phase %q%s; phases are: %s", e.Src, m[1], yamldecode.Suggest(m[1], env.Phases), strings.Join(env.Phases, ", "))
 		}
 	}
 	// Variables given to size() and duration() are read now, so a bad
@@ -238,7 +238,7 @@ func exprErr(err error, env *ExprEnv) string {
 		case "Backlog":
 			known, what = figureNames(reflect.TypeOf(metrics.Backlog{})), "backlog figure"
 		}
-		return fmt.Sprintf("no %s %q%s; known: %s", what, m[2], plan.Suggest(m[2], known), strings.Join(known, ", "))
+		return fmt.Sprintf("no %s %q%s; known: %s", what, m[2], yamldecode.Suggest(m[2], known), strings.Join(known, ", "))
 	}
 	if m := noVar.FindStringSubmatch(msg); m != nil && strings.Contains(msg, "expr:") {
 		name := strings.TrimPrefix(m[1], "V")
@@ -247,7 +247,7 @@ func exprErr(err error, env *ExprEnv) string {
 			known = append(known, k)
 		}
 		sort.Strings(known)
-		return fmt.Sprintf("no variable %q%s; variables are: %s", name, plan.Suggest(name, known), strings.Join(known, ", "))
+		return fmt.Sprintf("no variable %q%s; variables are: %s", name, yamldecode.Suggest(name, known), strings.Join(known, ", "))
 	}
 	if strings.Contains(msg, "unknown name") {
 		names := append([]string{}, env.Workloads...)

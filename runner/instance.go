@@ -10,13 +10,13 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/planrun/planrun/drivers"
-	"github.com/planrun/planrun/plan"
+	"github.com/planrun/planrun/yamldecode"
 )
 
 // CheckContext is what a step's Check sees: the plan and a place for errors.
 type CheckContext struct {
 	Plan *Plan
-	Errs *plan.Errors
+	Errs *yamldecode.Errors
 	Node *yaml.Node // the step's mapping
 	// Phases lists every phase name the plan declares, for asserts that
 	// name one.
@@ -54,7 +54,7 @@ func (p *Plan) Target(name string) *TargetDef {
 
 // Instance decodes the plan for one matrix combination.
 func (s *Source) Instance(combo []KV) (*Plan, error) {
-	errs := &plan.Errors{File: s.File}
+	errs := &yamldecode.Errors{File: s.File}
 	vars := make(map[string]string, len(s.Vars)+len(combo))
 	for k, v := range s.Vars {
 		vars[k] = v
@@ -62,7 +62,7 @@ func (s *Source) Instance(combo []KV) (*Plan, error) {
 	for _, kv := range combo {
 		vars[kv.Name] = kv.Value
 	}
-	d := plan.NewDecoder(s.File, vars)
+	d := yamldecode.NewDecoder(s.File, vars)
 	d.Errs = errs
 	p := &Plan{Source: s, Combination: combo, Vars: vars, Progress: 5 * time.Second}
 	p.Env = &ExprEnv{Vars: vars, Collectors: map[string][]string{}}
@@ -88,7 +88,7 @@ func (s *Source) Instance(combo []KV) (*Plan, error) {
 	return p, nil
 }
 
-func (p *Plan) decodeTargets(d *plan.Decoder) {
+func (p *Plan) decodeTargets(d *yamldecode.Decoder) {
 	n := p.keys["targets"]
 	if n == nil {
 		return
@@ -111,7 +111,7 @@ func (p *Plan) decodeTargets(d *plan.Decoder) {
 			if drvName == "" {
 				d.Errs.At(v, "%s needs driver: one of %s", what, strings.Join(drivers.Names(), ", "))
 			} else {
-				d.Errs.At(v, "%s: unknown driver %q%s; known: %s", what, drvName, plan.Suggest(drvName, drivers.Names()), strings.Join(drivers.Names(), ", "))
+				d.Errs.At(v, "%s: unknown driver %q%s; known: %s", what, drvName, yamldecode.Suggest(drvName, drivers.Names()), strings.Join(drivers.Names(), ", "))
 			}
 			// Kept without a driver, so that workloads naming it are still
 			// checked and no error follows from this one.
@@ -146,7 +146,7 @@ func (p *Plan) targetNames() []string {
 }
 
 // resolveTarget finds a workload's target; a plan with one target may omit it.
-func (p *Plan) resolveTarget(d *plan.Decoder, n *yaml.Node, name, what string) *TargetDef {
+func (p *Plan) resolveTarget(d *yamldecode.Decoder, n *yaml.Node, name, what string) *TargetDef {
 	if name == "" {
 		if len(p.Targets) == 1 {
 			return p.Targets[0]
@@ -160,7 +160,7 @@ func (p *Plan) resolveTarget(d *plan.Decoder, n *yaml.Node, name, what string) *
 	}
 	t := p.Target(name)
 	if t == nil {
-		d.Errs.At(n, "%s: unknown target %q%s; targets are: %s", what, name, plan.Suggest(name, p.targetNames()), strings.Join(p.targetNames(), ", "))
+		d.Errs.At(n, "%s: unknown target %q%s; targets are: %s", what, name, yamldecode.Suggest(name, p.targetNames()), strings.Join(p.targetNames(), ", "))
 	}
 	return t
 }
@@ -172,7 +172,7 @@ func optioner[T any](drv drivers.Driver, f func(T) any) any {
 	return nil
 }
 
-func (p *Plan) decodeWorkloads(d *plan.Decoder) {
+func (p *Plan) decodeWorkloads(d *yamldecode.Decoder) {
 	d.Mapping(p.keys["workloads"], "workloads", func(name string, k, v *yaml.Node) {
 		what := fmt.Sprintf("workload %q", name)
 		if reserved[name] || !validName(name) {
@@ -268,7 +268,7 @@ func (p *Plan) decodeWorkloads(d *plan.Decoder) {
 }
 
 // checkOptions lets the driver check its options of a workload at load time.
-func checkOptions(d *plan.Decoder, n *yaml.Node, what string, drv drivers.Driver, opts any) {
+func checkOptions(d *yamldecode.Decoder, n *yaml.Node, what string, drv drivers.Driver, opts any) {
 	c, ok := drv.(drivers.ConfigChecker)
 	if !ok || opts == nil {
 		return
@@ -285,9 +285,9 @@ func implementsConnector(drv drivers.Driver) bool {
 	return ok && c.CanConnect()
 }
 
-func (p *Plan) decodeSteps(d *plan.Decoder) {
+func (p *Plan) decodeSteps(d *yamldecode.Decoder) {
 	n := p.keys["steps"]
-	if n == nil || plan.IsNull(n) {
+	if n == nil || yamldecode.IsNull(n) {
 		d.Errs.At(p.root, "the plan has no steps:; add at least one, such as - start: all")
 		return
 	}
@@ -348,7 +348,7 @@ func (p *Plan) decodeSteps(d *plan.Decoder) {
 				}
 			}
 			if name != "" {
-				d.Errs.At(bad, "unknown step %q%s; known: %s", name, plan.Suggest(name, stepNames()), strings.Join(stepNames(), ", "))
+				d.Errs.At(bad, "unknown step %q%s; known: %s", name, yamldecode.Suggest(name, stepNames()), strings.Join(stepNames(), ", "))
 			} else {
 				d.Errs.At(sn, "step %d has no kind; known: %s", i+1, strings.Join(stepNames(), ", "))
 			}
@@ -374,7 +374,7 @@ func (c *CheckContext) CheckWorkloads(names []string, what string) {
 		}
 		if c.Plan.Workload(name) == nil {
 			known := c.Plan.WorkloadNames()
-			c.Errs.At(c.Node, "%s: unknown workload %q%s; workloads are: %s, or all", what, name, plan.Suggest(name, known), strings.Join(known, ", "))
+			c.Errs.At(c.Node, "%s: unknown workload %q%s; workloads are: %s, or all", what, name, yamldecode.Suggest(name, known), strings.Join(known, ", "))
 		}
 	}
 }

@@ -12,7 +12,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/planrun/planrun/drivers"
-	"github.com/planrun/planrun/plan"
+	"github.com/planrun/planrun/yamldecode"
 	"github.com/planrun/planrun/workloads"
 )
 
@@ -148,7 +148,7 @@ var yamlLine = regexp.MustCompile(`line (\d+)`)
 func Load(file string, opts Options) (*Source, []*Plan, error) {
 	data, err := os.ReadFile(file)
 	if err != nil {
-		return nil, nil, &plan.ListError{List: []plan.Error{{File: file, Msg: fmt.Sprintf("cannot read plan: %v", err)}}}
+		return nil, nil, &yamldecode.ListError{List: []yamldecode.Error{{File: file, Msg: fmt.Sprintf("cannot read plan: %v", err)}}}
 	}
 	return Parse(file, data, opts)
 }
@@ -163,7 +163,7 @@ func Parse(file string, data []byte, opts Options) (*Source, []*Plan, error) {
 	for _, combo := range src.Combinations() {
 		p, err := src.Instance(combo)
 		if err != nil {
-			if le, ok := err.(*plan.ListError); ok {
+			if le, ok := err.(*yamldecode.ListError); ok {
 				errs.List = append(errs.List, le.List...)
 				continue
 			}
@@ -180,12 +180,12 @@ func Parse(file string, data []byte, opts Options) (*Source, []*Plan, error) {
 // parseSource reads the file's structure and variables. Problems that leave
 // the rest decodable are returned in errs, so that the instances are still
 // decoded and every error of the plan is reported at once.
-func parseSource(file string, data []byte, opts Options) (*Source, *plan.Errors, error) {
-	errs := &plan.Errors{File: file}
+func parseSource(file string, data []byte, opts Options) (*Source, *yamldecode.Errors, error) {
+	errs := &yamldecode.Errors{File: file}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
 		msg := strings.TrimPrefix(err.Error(), "yaml: ")
-		e := plan.Error{File: file, Msg: "not valid YAML: " + msg}
+		e := yamldecode.Error{File: file, Msg: "not valid YAML: " + msg}
 		if strings.Contains(msg, "did not find expected ',' or '}'") {
 			e.Msg += " (a ${...} inside { } must be quoted: threads: \"${threads}\")"
 		}
@@ -193,7 +193,7 @@ func parseSource(file string, data []byte, opts Options) (*Source, *plan.Errors,
 			e.Line, _ = strconv.Atoi(m[1])
 			e.Col = 1
 		}
-		return nil, nil, &plan.ListError{List: []plan.Error{e}}
+		return nil, nil, &yamldecode.ListError{List: []yamldecode.Error{e}}
 	}
 	if len(doc.Content) == 0 {
 		errs.At(nil, "the plan is empty; it needs at least name:, workloads: and steps:")
@@ -208,7 +208,7 @@ func parseSource(file string, data []byte, opts Options) (*Source, *plan.Errors,
 	for i := 0; i+1 < len(root.Content); i += 2 {
 		k, v := root.Content[i], root.Content[i+1]
 		if !contains(topKeys, k.Value) {
-			errs.At(k, "unknown key %q at the top of the plan%s; known: %s", k.Value, plan.Suggest(k.Value, topKeys), strings.Join(topKeys, ", "))
+			errs.At(k, "unknown key %q at the top of the plan%s; known: %s", k.Value, yamldecode.Suggest(k.Value, topKeys), strings.Join(topKeys, ", "))
 			continue
 		}
 		if _, dup := s.keys[k.Value]; dup {
@@ -217,7 +217,7 @@ func parseSource(file string, data []byte, opts Options) (*Source, *plan.Errors,
 		}
 		s.keys[k.Value] = v
 	}
-	d := plan.NewDecoder(file, nil)
+	d := yamldecode.NewDecoder(file, nil)
 	d.Errs = errs
 	d.Env = opts.Env
 	// Variables may use the environment and the variables above them.
@@ -269,7 +269,7 @@ func parseSource(file string, data []byte, opts Options) (*Source, *plan.Errors,
 	for _, k := range setNames {
 		v := opts.Set[k]
 		if !contains(known, k) {
-			errs.At(nil, "--set %s: the plan has no variable %q%s; its variables are: %s", k, k, plan.Suggest(k, known), strings.Join(known, ", "))
+			errs.At(nil, "--set %s: the plan has no variable %q%s; its variables are: %s", k, k, yamldecode.Suggest(k, known), strings.Join(known, ", "))
 			continue
 		}
 		if _, ok := s.Vars[k]; ok {

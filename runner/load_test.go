@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	_ "github.com/planrun/planrun/drivers/memory"
-	"github.com/planrun/planrun/plan"
+	"github.com/planrun/planrun/yamldecode"
 	"github.com/planrun/planrun/runner"
 	_ "github.com/planrun/planrun/steps"
 )
@@ -66,7 +66,7 @@ func TestLoadErrors(t *testing.T) {
 			if err == nil {
 				t.Fatalf("no error; want %q", c.want)
 			}
-			var le *plan.ListError
+			var le *yamldecode.ListError
 			if !errors.As(err, &le) {
 				t.Fatalf("error %T %v is not a plan error list", err, err)
 			}

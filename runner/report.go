@@ -7,7 +7,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/planrun/planrun/plan"
+	"github.com/planrun/planrun/yamldecode"
 )
 
 // ReportSpec is a plan's report section.
@@ -36,14 +36,14 @@ type ColumnSpec struct {
 	Format string `yaml:"format" doc:"printf format for numbers, such as %.1f (default: 2 decimals, whole numbers as integers)"`
 }
 
-func (p *Plan) decodeReport(d *plan.Decoder) {
+func (p *Plan) decodeReport(d *yamldecode.Decoder) {
 	n := p.keys["report"]
 	if n != nil {
 		d.Decode(n, &p.Report, "report")
 	}
 	for _, f := range p.Report.Formats {
 		if p.formats != nil && !contains(p.formats, f) {
-			d.Errs.At(n, "report: formats: no reporter %q%s; known: %s", f, plan.Suggest(f, p.formats), strings.Join(p.formats, ", "))
+			d.Errs.At(n, "report: formats: no reporter %q%s; known: %s", f, yamldecode.Suggest(f, p.formats), strings.Join(p.formats, ", "))
 		}
 	}
 	if p.Report.Markdown == "" {
@@ -70,7 +70,7 @@ func (p *Plan) decodeReport(d *plan.Decoder) {
 		}
 		for _, ph := range t.Phases {
 			if !contains(p.Env.Phases, ph) {
-				d.Errs.At(node, "report table %d: no step starts phase %q%s; phases are: %s", i+1, ph, plan.Suggest(ph, p.Env.Phases), strings.Join(p.Env.Phases, ", "))
+				d.Errs.At(node, "report table %d: no step starts phase %q%s; phases are: %s", i+1, ph, yamldecode.Suggest(ph, p.Env.Phases), strings.Join(p.Env.Phases, ", "))
 			}
 		}
 	}

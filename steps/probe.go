@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/planrun/planrun/drivers"
-	"github.com/planrun/planrun/plan"
+	"github.com/planrun/planrun/yamldecode"
 	"github.com/planrun/planrun/runner"
 )
 
@@ -31,7 +31,7 @@ func (p *Probe) Check(c *runner.CheckContext) {
 		for _, t := range c.Plan.Targets {
 			names = append(names, t.Name)
 		}
-		c.Errs.At(c.Node, "probe: unknown target %q%s; targets are: %s", p.Target, plan.Suggest(p.Target, names), strings.Join(names, ", "))
+		c.Errs.At(c.Node, "probe: unknown target %q%s; targets are: %s", p.Target, yamldecode.Suggest(p.Target, names), strings.Join(names, ", "))
 	}
 	if p.As != "" && !validIdent(p.As) {
 		c.Errs.At(c.Node, "probe: as: %q must be a name of letters, digits and _ (expressions use probes.%s)", p.As, p.As)

@@ -1,4 +1,4 @@
-package plan
+package yamldecode
 
 import (
 	"fmt"

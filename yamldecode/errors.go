@@ -1,7 +1,7 @@
-// Package plan decodes plan files strictly: every YAML value is checked
+// Package yamldecode decodes plan files strictly: every YAML value is checked
 // against the Go type it fills, unknown keys are errors, variables are
 // interpolated, and every error carries file:line:col from the YAML node.
-package plan
+package yamldecode
 
 import (
 	"fmt"
