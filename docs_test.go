@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/planrun/planrun/drivers"
-	"github.com/planrun/planrun/runner"
+	"github.com/planrun/planrun/plan"
 	"github.com/planrun/planrun/workloads"
 )
 
@@ -58,13 +58,13 @@ func TestReadmeDocumentsEveryKey(t *testing.T) {
 	check("relay", yamlKeys(&workloads.RelaySpec{}))
 	check("relay from", yamlKeys(&workloads.RelayFrom{}))
 	check("relay to", yamlKeys(&workloads.RelayTo{}))
-	check("step", yamlKeys(&runner.Common{}))
-	check("report", yamlKeys(&runner.ReportSpec{}))
-	check("topics", yamlKeys(&runner.TopicSpec{}))
-	for _, k := range runner.StepKinds() {
+	check("step", yamlKeys(&plan.Common{}))
+	check("report", yamlKeys(&plan.ReportSpec{}))
+	check("topics", yamlKeys(&plan.TopicSpec{}))
+	for _, k := range plan.StepKinds() {
 		check("step "+k.Name, append(yamlKeys(k.New()), k.Name))
 	}
-	for _, k := range runner.CollectorKinds() {
+	for _, k := range plan.CollectorKinds() {
 		check("collector "+k.Name, append(yamlKeys(k.New()), k.Name))
 	}
 	for _, name := range drivers.Names() {

@@ -13,12 +13,14 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
+	"github.com/planrun/planrun/engine"
 	"github.com/planrun/planrun/live"
-	"github.com/planrun/planrun/yamldecode"
+	"github.com/planrun/planrun/plan"
 	"github.com/planrun/planrun/reporters"
 	"github.com/planrun/planrun/results"
-	"github.com/planrun/planrun/runner"
+	"github.com/planrun/planrun/yamldecode"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -49,6 +51,11 @@ Flags (before or after the plan):
   --quiet            no progress lines, only the final report
   --metrics-addr ADDR  serve the live figures in Prometheus format at ADDR/metrics
                      during the run (for example :9464)
+  --connect-timeout D  how long opening a target or creating a topic may take
+                     (default 60s)
+  --stop-timeout D   how long stopping the workloads and closing the targets
+                     may take at the end of a run or after an interrupt
+                     (default 30s)
 
 Exit codes: 0 success, 1 an assert failed, 2 invalid plan or usage,
 3 run-time failure (broker unreachable, step timed out, interrupted).
@@ -64,7 +71,10 @@ type cli struct {
 	out         string
 	quiet       bool
 	metricsAddr string
-	args        []string
+	// connectTimeout and stopTimeout bound opening targets and stopping
+	// workloads; zero leaves the engine's defaults.
+	connectTimeout, stopTimeout time.Duration
+	args                        []string
 }
 
 func parseArgs(args []string) (*cli, error) {
@@ -105,6 +115,20 @@ func parseArgs(args []string) (*cli, error) {
 				return nil, err
 			}
 			c.metricsAddr = v
+		case "--connect-timeout", "-connect-timeout", "--stop-timeout", "-stop-timeout":
+			v, err := next()
+			if err != nil {
+				return nil, err
+			}
+			d, err := yamldecode.ParseDuration(v)
+			if err != nil || d <= 0 {
+				return nil, fmt.Errorf("%s %q: give a duration such as 30s or 2m", name, v)
+			}
+			if strings.Contains(name, "connect") {
+				c.connectTimeout = d
+			} else {
+				c.stopTimeout = d
+			}
 		case "--quiet", "-quiet", "-q":
 			c.quiet = true
 		case "-h", "--help", "-help":
@@ -154,7 +178,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "planrun: run takes one plan file\n\n%s", usage)
 		return exitBadPlan
 	}
-	src, plans, err := runner.Load(c.args[0], runner.Options{Set: c.sets, Formats: reporters.Names()})
+	src, plans, err := plan.Load(c.args[0], plan.Options{Set: c.sets, Formats: reporters.Names()})
 	if err != nil {
 		printPlanErr(stderr, err)
 		return exitBadPlan
@@ -165,21 +189,30 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	done := make(chan struct{})
+	defer close(done)
 	go func() {
 		// A second signal means the user will not wait for a clean stop.
-		<-ctx.Done()
-		stop()
+		select {
+		case <-ctx.Done():
+		case <-done:
+			return
+		}
 		again := make(chan os.Signal, 1)
 		signal.Notify(again, os.Interrupt, syscall.SIGTERM)
-		<-again
-		fmt.Fprintln(stderr, "planrun: second interrupt, exiting without writing reports")
-		os.Exit(exitRunFailure)
+		defer signal.Stop(again)
+		select {
+		case <-again:
+			fmt.Fprintln(stderr, "planrun: second interrupt, exiting without writing reports")
+			os.Exit(exitRunFailure)
+		case <-done:
+		}
 	}()
 	progress := stderr
 	if c.quiet {
 		progress = io.Discard
 	}
-	eng := &runner.Engine{Out: progress, Version: version}
+	eng := &engine.Engine{Out: progress, Version: version, ConnectTimeout: c.connectTimeout, StopTimeout: c.stopTimeout}
 	seriesPath := filepath.Join(c.out, plans[0].FileName("{name}")+".series.jsonl")
 	if f, err := os.Create(seriesPath); err == nil {
 		defer f.Close()
@@ -249,7 +282,7 @@ func validate(c *cli, stdout, stderr io.Writer) int {
 	}
 	code := exitOK
 	for _, f := range c.args {
-		_, plans, err := runner.Load(f, runner.Options{Set: c.sets, Formats: reporters.Names()})
+		_, plans, err := plan.Load(f, plan.Options{Set: c.sets, Formats: reporters.Names()})
 		if err != nil {
 			printPlanErr(stderr, err)
 			code = exitBadPlan
@@ -265,7 +298,7 @@ func validate(c *cli, stdout, stderr io.Writer) int {
 }
 
 // writeReports writes the JSON and markdown files and any extra formats.
-func writeReports(res *results.Result, p *runner.Plan, dir string) ([]string, error) {
+func writeReports(res *results.Result, p *plan.Plan, dir string) ([]string, error) {
 	var paths []string
 	var errs []error
 	if !keepSeries(p) {
@@ -302,7 +335,7 @@ func writeReports(res *results.Result, p *runner.Plan, dir string) ([]string, er
 	return paths, errors.Join(errs...)
 }
 
-func keepSeries(p *runner.Plan) bool { return p.Report.Series == nil || *p.Report.Series }
+func keepSeries(p *plan.Plan) bool { return p.Report.Series == nil || *p.Report.Series }
 
 func report(c *cli, stdout, stderr io.Writer) int {
 	if len(c.args) != 1 {

@@ -2,13 +2,14 @@ package main
 
 import (
 	"bytes"
-	"github.com/planrun/planrun/metrics"
-	"github.com/planrun/planrun/results"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/planrun/planrun/metrics"
+	"github.com/planrun/planrun/results"
 )
 
 func writePlan(t *testing.T, body string) string {
@@ -58,6 +59,8 @@ func TestExitCodes(t *testing.T) {
 		{"no plan", []string{"run"}, 2, "run takes one plan file"},
 		{"missing file", []string{"/nonexistent/plan.yaml"}, 2, "cannot read plan"},
 		{"broker unreachable", []string{"--out", out, "-q", unreachable}, 3, "127.0.0.1:1"},
+		{"connect timeout", []string{"--out", out, "-q", "--connect-timeout", "1ms", unreachable}, 3, "127.0.0.1:1"},
+		{"bad stop timeout", []string{"--stop-timeout", "30", good}, 2, `--stop-timeout "30": give a duration such as 30s`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -1,6 +1,6 @@
 // Package collectors provides the plan collectors: figures of this machine
 // (and of one process on it) and figures scraped from a Prometheus endpoint.
-// Importing it registers them with the runner.
+// Importing it registers them with the plan.
 package collectors
 
 import (
@@ -23,11 +23,11 @@ import (
 	"github.com/shirou/gopsutil/v4/net"
 	"github.com/shirou/gopsutil/v4/process"
 
-	"github.com/planrun/planrun/runner"
+	"github.com/planrun/planrun/plan"
 )
 
 func init() {
-	runner.RegisterCollector(runner.CollectorKind{Name: "host", Doc: hostDoc(), New: func() runner.CollectorConfig { return &Host{} }})
+	plan.RegisterCollector(plan.CollectorKind{Name: "host", Doc: hostDoc(), New: func() plan.CollectorConfig { return &Host{} }})
 }
 
 // hostFigures are the machine-wide figures, in the order Figures lists them.
@@ -103,7 +103,7 @@ func (h *Host) watchesProcess() bool { return h.PID != 0 || h.PIDFile != "" }
 
 // Open checks the named interfaces, disks and process exist and reads the
 // counters once, so that the first sample already has rates.
-func (h *Host) Open(ctx context.Context) (runner.Sampler, error) {
+func (h *Host) Open(ctx context.Context) (plan.Sampler, error) {
 	s := &hostSampler{cfg: h, cores: runtime.NumCPU()}
 	if n, err := cpu.CountsWithContext(ctx, true); err == nil && n > 0 {
 		s.cores = n

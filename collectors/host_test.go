@@ -9,11 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/planrun/planrun/runner"
+	"github.com/planrun/planrun/plan"
 )
 
 func TestHostRegistered(t *testing.T) {
-	for _, k := range runner.CollectorKinds() {
+	for _, k := range plan.CollectorKinds() {
 		if k.Name == "host" {
 			if (&Host{}).Figures()[0] != "cpu" || k.New() == nil {
 				t.Fatal("host collector misregistered")

@@ -15,9 +15,10 @@ import (
 
 	_ "github.com/planrun/planrun/collectors"
 	_ "github.com/planrun/planrun/drivers/memory"
+	"github.com/planrun/planrun/engine"
+	"github.com/planrun/planrun/plan"
 	"github.com/planrun/planrun/reporters"
 	"github.com/planrun/planrun/results"
-	"github.com/planrun/planrun/runner"
 	_ "github.com/planrun/planrun/steps"
 )
 
@@ -56,13 +57,13 @@ steps:
   - stop: all
   - assert: broker.up == 1
 `
-	s, plans, err := runner.Parse("collectors.yaml", []byte(src), runner.Options{})
+	s, plans, err := plan.Parse("collectors.yaml", []byte(src), plan.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	res := (&runner.Engine{Out: io.Discard}).Execute(ctx, s, plans)
+	res := (&engine.Engine{Out: io.Discard}).Execute(ctx, s, plans)
 	if res.Status != results.Passed {
 		t.Fatalf("status %s: %s; warnings %v; asserts %+v", res.Status, res.Error, res.Runs[0].Warnings, res.Runs[0].Asserts)
 	}

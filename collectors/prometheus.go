@@ -17,16 +17,16 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"gopkg.in/yaml.v3"
 
+	"github.com/planrun/planrun/plan"
 	"github.com/planrun/planrun/yamldecode"
-	"github.com/planrun/planrun/runner"
 )
 
 func init() {
-	runner.RegisterCollector(runner.CollectorKind{
+	plan.RegisterCollector(plan.CollectorKind{
 		Name: "prometheus",
 		Doc: "scrape a Prometheus text endpoint (a broker's exporter, node_exporter) every second; each figure is a series selector " +
 			"such as 'kafka_server_brokertopicmetrics_bytesin_total{topic=\"t\"}', matching series are summed and counters become per-second rates",
-		New: func() runner.CollectorConfig { return &Prometheus{} },
+		New: func() plan.CollectorConfig { return &Prometheus{} },
 	})
 }
 
@@ -127,7 +127,7 @@ func (p *Prometheus) Figures() []string {
 // Open parses the selectors and scrapes once so that the first sample
 // already has rates. A failed first scrape is not fatal: the endpoint may
 // come up with the broker, and Sample reports what stays wrong.
-func (p *Prometheus) Open(ctx context.Context) (runner.Sampler, error) {
+func (p *Prometheus) Open(ctx context.Context) (plan.Sampler, error) {
 	if err := p.Check(); err != nil {
 		return nil, err
 	}

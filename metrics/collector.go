@@ -2,11 +2,12 @@ package metrics
 
 import (
 	"encoding/json"
-	hdr "github.com/HdrHistogram/hdrhistogram-go"
 	"io"
 	"sort"
 	"sync"
 	"time"
+
+	hdr "github.com/HdrHistogram/hdrhistogram-go"
 )
 
 // Backlog is what a consumer group still has to read: messages acked to its
@@ -304,7 +305,7 @@ func (c *Collector) closePhaseLocked(now time.Time) Phase {
 			s.RecvMBps = float64(d.BytesReceived) / dur / 1e6
 		}
 		s.MaxSendRate, s.MaxRecvRate = t.phaseMax[0], t.phaseMax[1]
-		s.fillRate(t.rec.Kind)
+		s.FillRate(t.rec.Role)
 		p.Workloads[t.rec.Name] = s
 	}
 	p.Extra = gaugeCopy(c.phExt)
@@ -341,8 +342,10 @@ func (c *Collector) statsLocked(t *track, d Counters, h hists) Stats {
 	return s
 }
 
-func (s *Stats) fillRate(kind string) {
-	if kind == "produce" {
+// FillRate sets rate to what the workload is for: sends for workloads that
+// only send, receipts otherwise.
+func (s *Stats) FillRate(role Role) {
+	if role.Produces() {
 		s.Rate, s.MaxRate = s.SendRate, s.MaxSendRate
 	} else {
 		s.Rate, s.MaxRate = s.RecvRate, s.MaxRecvRate
@@ -373,7 +376,7 @@ func (c *Collector) Snapshot(now time.Time, withSeries bool) Snapshot {
 		st := c.statsLocked(t, t.rec.Counters(), t.run)
 		st.SendRate, st.RecvRate, st.SendMBps, st.RecvMBps = t.sendRate, t.recvRate, t.sendMBps, t.recvMBps
 		st.MaxSendRate, st.MaxRecvRate = maxOf(t.series, true), maxOf(t.series, false)
-		st.fillRate(t.rec.Kind)
+		st.FillRate(t.rec.Role)
 		s.Workloads[t.rec.Name] = st
 		s.Order = append(s.Order, t.rec.Name)
 		if withSeries {

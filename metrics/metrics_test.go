@@ -8,7 +8,7 @@ import (
 func TestCollectorPhases(t *testing.T) {
 	start := time.Unix(1000, 0)
 	c := NewCollector(start)
-	r := NewRecorder("p", "produce")
+	r := NewRecorder("p", "produce", Role{Sends: true})
 	c.Add(r)
 	for i := 0; i < 100; i++ {
 		r.Acked(1000, time.Duration(i+1)*time.Millisecond, start.Add(time.Second))
@@ -50,7 +50,7 @@ func TestHistogramClamps(t *testing.T) {
 // Recording one latency sample and one counter increment is the hot path
 // of every send: it must not allocate.
 func BenchmarkRecordAcked(b *testing.B) {
-	r := NewRecorder("p", "produce")
+	r := NewRecorder("p", "produce", Role{Sends: true})
 	now := time.Now()
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
@@ -59,7 +59,7 @@ func BenchmarkRecordAcked(b *testing.B) {
 }
 
 func BenchmarkRecordAckedParallel(b *testing.B) {
-	r := NewRecorder("p", "produce")
+	r := NewRecorder("p", "produce", Role{Sends: true})
 	now := time.Now()
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {

@@ -8,11 +8,27 @@ import (
 	hdr "github.com/HdrHistogram/hdrhistogram-go"
 )
 
+// Role says what a workload does. Figures, reports and charts ask the role
+// (does it send? receive?) rather than the name of its kind.
+type Role struct {
+	Sends    bool `json:"sends,omitempty"`
+	Receives bool `json:"receives,omitempty"`
+	Connects bool `json:"connects,omitempty"`
+}
+
+// Relays is a role that receives and sends what it received.
+func (r Role) Relays() bool { return r.Sends && r.Receives }
+
+// Produces is a role measured by what it sends: it sends and receives
+// nothing. Every other role is measured by what it receives.
+func (r Role) Produces() bool { return r.Sends && !r.Receives }
+
 // Recorder is what a running workload counts into. Every method is safe
 // for concurrent use and allocation-free.
 type Recorder struct {
 	Name string
-	Kind string // produce, consume, relay...
+	Kind string // the workload's kind: produce, consume, relay...
+	Role Role
 
 	sent, acked, failed       atomic.Int64
 	received, untracked       atomic.Int64
@@ -29,8 +45,8 @@ type Recorder struct {
 }
 
 // NewRecorder returns a recorder for one workload.
-func NewRecorder(name, kind string) *Recorder {
-	r := &Recorder{Name: name, Kind: kind, SendLatency: NewHistogram(), EndToEnd: NewHistogram()}
+func NewRecorder(name, kind string, role Role) *Recorder {
+	r := &Recorder{Name: name, Kind: kind, Role: role, SendLatency: NewHistogram(), EndToEnd: NewHistogram()}
 	r.lag.Store(-1)
 	return r
 }
@@ -74,7 +90,7 @@ func (r *Recorder) Acked(bytes int, latency time.Duration, now time.Time) {
 	r.SendLatency.Record(latency)
 	// first_at/last_at time what a workload is for: sends for producers,
 	// receipts for consumers and relays (a hop's "time to receive all N").
-	if r.Kind == "produce" {
+	if r.Role.Produces() {
 		r.touch(now.UnixNano())
 	}
 }

@@ -163,17 +163,15 @@ func chartPanels(run *results.Run) ([]*plot.Plot, error) {
 	var rates, backlog, latency []line
 	for _, n := range seriesOrder(run) {
 		pts := run.Metrics.Series[n]
-		kind := run.Kinds[n]
-		sends := kind == "produce" || kind == "relay"
-		receives := kind == "consume" || kind == "relay"
-		if sends {
+		role := run.Role(n)
+		if role.Sends {
 			rates = append(rates, line{name: n + " sent", pts: pts, value: func(p metrics.Point) float64 { return p.SendRate }})
 			latency = append(latency, line{name: n + " p99 to ack", pts: pts, value: func(p metrics.Point) float64 { return p.P99 }, gaps: true})
 		}
-		if receives {
-			rates = append(rates, line{name: n + " received", pts: pts, value: func(p metrics.Point) float64 { return p.RecvRate }, dashed: kind == "relay"})
+		if role.Receives {
+			rates = append(rates, line{name: n + " received", pts: pts, value: func(p metrics.Point) float64 { return p.RecvRate }, dashed: role.Relays()})
 			backlog = append(backlog, line{name: n, pts: pts, value: func(p metrics.Point) float64 { return float64(p.Backlog.Messages) }})
-			latency = append(latency, line{name: n + " p99 end to end", pts: pts, value: func(p metrics.Point) float64 { return p.E2EP99 }, gaps: true, dashed: kind == "relay"})
+			latency = append(latency, line{name: n + " p99 end to end", pts: pts, value: func(p metrics.Point) float64 { return p.E2EP99 }, gaps: true, dashed: role.Relays()})
 		}
 	}
 	var panels []*plot.Plot

@@ -149,10 +149,10 @@ type figure struct {
 }
 
 // workloadFigures are the compared figures of one workload in one window,
-// by its kind: what it sent for producers, what it received otherwise.
-func workloadFigures(kind string, s metrics.Stats) []figure {
+// by its role: what it sent for producers, what it received otherwise.
+func workloadFigures(role metrics.Role, s metrics.Stats) []figure {
 	l, mbps := s.E2E, s.RecvMBps
-	if kind == "produce" {
+	if role.Produces() {
 		l, mbps = s.Latency, s.SendMBps
 	}
 	return []figure{
@@ -169,14 +169,14 @@ func workloadRows(phase string, names []string, a, b *results.Run, wa, wb map[st
 		if !okA && !okB {
 			continue
 		}
-		kind := a.Kinds[n]
-		if kind == "" {
-			kind = b.Kinds[n]
+		role := a.Role(n)
+		if role == (metrics.Role{}) {
+			role = b.Role(n)
 		}
-		if kind == "connect" {
+		if role.Connects {
 			continue
 		}
-		fa, fb := workloadFigures(kind, sa), workloadFigures(kind, sb)
+		fa, fb := workloadFigures(role, sa), workloadFigures(role, sb)
 		for i, f := range fa {
 			rows = append(rows, []string{phase, n, f.name, present(f, okA), present(fb[i], okB), changeOf(f.v, fb[i].v, okA && okB)})
 		}

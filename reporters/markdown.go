@@ -194,17 +194,19 @@ func phaseName(n string) string {
 	return n
 }
 
-func workloadNames(run *results.Run, kinds ...string) []string {
+// workloadNames lists the run's workloads whose role has the ability.
+func workloadNames(run *results.Run, has func(metrics.Role) bool) []string {
 	var names []string
 	for _, n := range run.Metrics.Order {
-		for _, k := range kinds {
-			if run.Kinds[n] == k {
-				names = append(names, n)
-			}
+		if has(run.Role(n)) {
+			names = append(names, n)
 		}
 	}
 	return names
 }
+
+func sends(r metrics.Role) bool    { return r.Sends }
+func receives(r metrics.Role) bool { return r.Receives }
 
 func lat(l metrics.Latency) []string {
 	return []string{F(l.Avg, 2), F(l.P50, 2), F(l.P95, 2), F(l.P99, 2), F(l.P999, 2), F(l.Max, 2)}
@@ -214,7 +216,7 @@ func lat(l metrics.Latency) []string {
 func ProduceTable(run *results.Run) ([]string, [][]string) {
 	header := []string{"phase", "workload", "duration s", "acked", "msg/s", "max msg/s", "MB/s", "avg", "p50", "p95", "p99", "p99.9", "max", "failed"}
 	var rows [][]string
-	names := workloadNames(run, "produce", "relay")
+	names := workloadNames(run, sends)
 	for _, ph := range run.Metrics.Phases {
 		for _, n := range names {
 			s := ph.Workloads[n]
@@ -234,7 +236,7 @@ func ConsumeTable(run *results.Run) ([]string, [][]string) {
 	header := []string{"phase", "workload", "duration s", "received", "msg/s", "max msg/s", "MB/s", "avg", "p50", "p95", "p99", "p99.9", "max",
 		"backlog msgs", "backlog MB", "broker lag", "dup", "reordered"}
 	var rows [][]string
-	names := workloadNames(run, "consume", "relay")
+	names := workloadNames(run, receives)
 	for _, ph := range run.Metrics.Phases {
 		for _, n := range names {
 			s := ph.Workloads[n]
@@ -285,7 +287,7 @@ func RunsTable(res *results.Result) ([]string, [][]string) {
 		for _, n := range run.Metrics.Order {
 			s := run.Metrics.Workloads[n]
 			l, msgs, mbps := s.Latency, s.Acked, s.SendMBps
-			if run.Kinds[n] != "produce" {
+			if !run.Role(n).Produces() {
 				l, msgs, mbps = s.E2E, s.Received, s.RecvMBps
 			}
 			rows = append(rows, []string{run.Label, run.Status, n, I(msgs), F(s.Rate, 1), F(s.MaxRate, 0), F(mbps, 2), I(s.Failed), F(l.P99, 2), F(l.Max, 2)})

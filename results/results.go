@@ -71,6 +71,25 @@ type Run struct {
 	Warnings    []string          `json:"warnings,omitempty"`
 	Metrics     metrics.Snapshot  `json:"metrics"`
 	Kinds       map[string]string `json:"kinds"` // workload -> produce/consume/relay/connect
+	// Roles say what each workload does; reports ask them, not kind names.
+	Roles map[string]metrics.Role `json:"roles,omitempty"`
+}
+
+// legacyRoles are the roles of the kinds results had before roles were
+// saved, so older result files still render.
+var legacyRoles = map[string]metrics.Role{
+	"produce": {Sends: true},
+	"consume": {Receives: true},
+	"relay":   {Sends: true, Receives: true},
+	"connect": {Connects: true},
+}
+
+// Role says what the named workload of the run does.
+func (r *Run) Role(workload string) metrics.Role {
+	if role, ok := r.Roles[workload]; ok {
+		return role
+	}
+	return legacyRoles[r.Kinds[workload]]
 }
 
 // Step records one executed step.

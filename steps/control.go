@@ -6,14 +6,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/planrun/planrun/expr"
+	"github.com/planrun/planrun/plan"
 	"github.com/planrun/planrun/results"
-	"github.com/planrun/planrun/runner"
 )
 
 func init() {
-	runner.RegisterStep(runner.StepKind{Name: "sleep", Doc: "wait a fixed time while workloads run: `sleep: 1m`", New: func() runner.Step { return &Sleep{} }})
-	runner.RegisterStep(runner.StepKind{Name: "wait", Doc: "wait until an expression holds: `wait: backlog.bytes >= size(vars.backlog)` with timeout:", New: func() runner.Step { return &Wait{} }})
-	runner.RegisterStep(runner.StepKind{Name: "assert", Doc: "check an expression; a false one makes planrun exit 1 but the run goes on and the report is written", New: func() runner.Step { return &Assert{} }})
+	plan.RegisterStep(plan.StepKind{Name: "sleep", Doc: "wait a fixed time while workloads run: `sleep: 1m`", New: func() plan.Step { return &Sleep{} }})
+	plan.RegisterStep(plan.StepKind{Name: "wait", Doc: "wait until an expression holds: `wait: backlog.bytes >= size(vars.backlog)` with timeout:", New: func() plan.Step { return &Wait{} }})
+	plan.RegisterStep(plan.StepKind{Name: "assert", Doc: "check an expression; a false one makes planrun exit 1 but the run goes on and the report is written", New: func() plan.Step { return &Assert{} }})
 }
 
 // Sleep waits a fixed time.
@@ -25,7 +26,7 @@ type Sleep struct {
 func (s *Sleep) Describe() string { return "sleep " + s.For.String() }
 
 // Run sleeps, showing the time left in progress lines.
-func (s *Sleep) Run(ctx context.Context, r *runner.Run) error {
+func (s *Sleep) Run(ctx context.Context, r plan.Runtime) error {
 	end := time.Now().Add(s.For)
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
@@ -47,14 +48,14 @@ func (s *Sleep) Run(ctx context.Context, r *runner.Run) error {
 
 // Wait waits until a condition holds.
 type Wait struct {
-	Until     runner.BoolExpr `yaml:"wait" required:"true" doc:"expression that ends the wait when true"`
-	Timeout   time.Duration   `yaml:"timeout" doc:"give up after this long; required unless the condition uses elapsed or phase.elapsed"`
-	Poll      time.Duration   `yaml:"poll" doc:"how often to evaluate the condition (default 200ms)"`
-	OnTimeout string          `yaml:"on_timeout" doc:"fail (default: the run ends with exit code 3) or continue with the next step"`
+	Until     expr.BoolExpr `yaml:"wait" required:"true" doc:"expression that ends the wait when true"`
+	Timeout   time.Duration `yaml:"timeout" doc:"give up after this long; required unless the condition uses elapsed or phase.elapsed"`
+	Poll      time.Duration `yaml:"poll" doc:"how often to evaluate the condition (default 200ms)"`
+	OnTimeout string        `yaml:"on_timeout" doc:"fail (default: the run ends with exit code 3) or continue with the next step"`
 }
 
 // Check insists that a wait can end.
-func (w *Wait) Check(c *runner.CheckContext) {
+func (w *Wait) Check(c *plan.CheckContext) {
 	src := w.Until.Src
 	// A timeout that is there but wrong has its own error already.
 	if w.Timeout == 0 && !strings.Contains(src, "elapsed") && !hasKey(c, "timeout") {
@@ -90,7 +91,7 @@ func (e *ErrTimeout) Error() string {
 }
 
 // Run polls the condition.
-func (w *Wait) Run(ctx context.Context, r *runner.Run) error {
+func (w *Wait) Run(ctx context.Context, r plan.Runtime) error {
 	poll := w.Poll
 	if poll <= 0 {
 		poll = 200 * time.Millisecond
@@ -126,15 +127,15 @@ func (w *Wait) Run(ctx context.Context, r *runner.Run) error {
 
 // Assert checks a condition and records the outcome.
 type Assert struct {
-	Cond    runner.BoolExpr `yaml:"assert" required:"true" doc:"expression that must hold"`
-	Message string          `yaml:"message" doc:"what it means when it does not hold"`
+	Cond    expr.BoolExpr `yaml:"assert" required:"true" doc:"expression that must hold"`
+	Message string        `yaml:"message" doc:"what it means when it does not hold"`
 }
 
 // Describe names the step in output.
 func (a *Assert) Describe() string { return "assert " + a.Cond.Src }
 
 // Run evaluates the condition; a false one is recorded, not an error.
-func (a *Assert) Run(_ context.Context, r *runner.Run) error {
+func (a *Assert) Run(_ context.Context, r plan.Runtime) error {
 	env := r.Env()
 	ok, err := a.Cond.True(env)
 	res := results.Assert{Step: fmt.Sprintf("line %d", a.Cond.Line), Expr: a.Cond.Src, Message: a.Message, Passed: ok && err == nil}
@@ -152,7 +153,7 @@ func (a *Assert) Run(_ context.Context, r *runner.Run) error {
 }
 
 // hasKey reports whether the step's mapping has the key.
-func hasKey(c *runner.CheckContext, key string) bool {
+func hasKey(c *plan.CheckContext, key string) bool {
 	for i := 0; i+1 < len(c.Node.Content); i += 2 {
 		if c.Node.Content[i].Value == key {
 			return true

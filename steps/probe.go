@@ -8,12 +8,12 @@ import (
 	"time"
 
 	"github.com/planrun/planrun/drivers"
+	"github.com/planrun/planrun/plan"
 	"github.com/planrun/planrun/yamldecode"
-	"github.com/planrun/planrun/runner"
 )
 
 func init() {
-	runner.RegisterStep(runner.StepKind{Name: "probe", Doc: "ask a target a one-off question (a Redis command such as HLEN) and keep the answer as probes.<as>", New: func() runner.Step { return &Probe{} }})
+	plan.RegisterStep(plan.StepKind{Name: "probe", Doc: "ask a target a one-off question (a Redis command such as HLEN) and keep the answer as probes.<as>", New: func() plan.Step { return &Probe{} }})
 }
 
 // Probe runs a query against a target and stores the result.
@@ -25,7 +25,7 @@ type Probe struct {
 }
 
 // Check checks the target and the result name.
-func (p *Probe) Check(c *runner.CheckContext) {
+func (p *Probe) Check(c *plan.CheckContext) {
 	if p.Target != "" && c.Plan.Target(p.Target) == nil {
 		var names []string
 		for _, t := range c.Plan.Targets {
@@ -53,7 +53,7 @@ func (p *Probe) Describe() string {
 }
 
 // Run queries the target.
-func (p *Probe) Run(ctx context.Context, r *runner.Run) error {
+func (p *Probe) Run(ctx context.Context, r plan.Runtime) error {
 	pr, ok := r.Target(p.Target).(drivers.Prober)
 	if !ok {
 		return fmt.Errorf("probe: target %q cannot answer probes", p.Target)

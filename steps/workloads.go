@@ -8,14 +8,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/planrun/planrun/runner"
+	"github.com/planrun/planrun/plan"
 	"github.com/planrun/planrun/workloads"
 )
 
 func init() {
-	runner.RegisterStep(runner.StepKind{Name: "start", Doc: "start workloads in the background: `start: producer`, `start: [producer, consumer]` or `start: all`", New: func() runner.Step { return &Start{} }})
-	runner.RegisterStep(runner.StepKind{Name: "stop", Doc: "stop workloads and wait until they have stopped (consumers commit their position)", New: func() runner.Step { return &Stop{} }})
-	runner.RegisterStep(runner.StepKind{Name: "restart", Doc: "stop then start workloads, with an optional pause between", New: func() runner.Step { return &Restart{} }})
+	plan.RegisterStep(plan.StepKind{Name: "start", Doc: "start workloads in the background: `start: producer`, `start: [producer, consumer]` or `start: all`", New: func() plan.Step { return &Start{} }})
+	plan.RegisterStep(plan.StepKind{Name: "stop", Doc: "stop workloads and wait until they have stopped (consumers commit their position)", New: func() plan.Step { return &Stop{} }})
+	plan.RegisterStep(plan.StepKind{Name: "restart", Doc: "stop then start workloads, with an optional pause between", New: func() plan.Step { return &Restart{} }})
 }
 
 // Start starts workloads.
@@ -24,13 +24,13 @@ type Start struct {
 }
 
 // Check checks the names.
-func (s *Start) Check(c *runner.CheckContext) { c.CheckWorkloads(s.Workloads, "start") }
+func (s *Start) Check(c *plan.CheckContext) { c.CheckWorkloads(s.Workloads, "start") }
 
 // Describe names the step in output.
 func (s *Start) Describe() string { return "start " + strings.Join(s.Workloads, ", ") }
 
 // Run starts each workload in order.
-func (s *Start) Run(ctx context.Context, r *runner.Run) error {
+func (s *Start) Run(ctx context.Context, r plan.Runtime) error {
 	return startAll(ctx, r.Workloads(s.Workloads))
 }
 
@@ -52,13 +52,13 @@ type Stop struct {
 }
 
 // Check checks the names.
-func (s *Stop) Check(c *runner.CheckContext) { c.CheckWorkloads(s.Workloads, "stop") }
+func (s *Stop) Check(c *plan.CheckContext) { c.CheckWorkloads(s.Workloads, "stop") }
 
 // Describe names the step in output.
 func (s *Stop) Describe() string { return "stop " + strings.Join(s.Workloads, ", ") }
 
 // Run stops the workloads concurrently and waits for all of them.
-func (s *Stop) Run(ctx context.Context, r *runner.Run) error {
+func (s *Stop) Run(ctx context.Context, r plan.Runtime) error {
 	return stopAll(ctx, r.Workloads(s.Workloads))
 }
 
@@ -83,13 +83,13 @@ type Restart struct {
 }
 
 // Check checks the names.
-func (s *Restart) Check(c *runner.CheckContext) { c.CheckWorkloads(s.Workloads, "restart") }
+func (s *Restart) Check(c *plan.CheckContext) { c.CheckWorkloads(s.Workloads, "restart") }
 
 // Describe names the step in output.
 func (s *Restart) Describe() string { return "restart " + strings.Join(s.Workloads, ", ") }
 
 // Run stops, pauses, starts.
-func (s *Restart) Run(ctx context.Context, r *runner.Run) error {
+func (s *Restart) Run(ctx context.Context, r plan.Runtime) error {
 	ws := r.Workloads(s.Workloads)
 	if err := stopAll(ctx, ws); err != nil {
 		return err

@@ -20,7 +20,7 @@ type Connect struct {
 // NewConnect prepares a connect workload.
 func NewConnect(name string, opts any, target drivers.Target, env *Env) *Connect {
 	c := &Connect{name: name, opts: opts, target: target, env: env}
-	c.rec = metrics.NewRecorder(name, "connect")
+	c.rec = metrics.NewRecorder(name, connectKind.Name, connectKind.Role)
 	return c
 }
 
@@ -51,4 +51,31 @@ func (c *Connect) Start(ctx context.Context) error {
 		c.finish()
 	}()
 	return nil
+}
+
+var connectKind = Kind{Name: "connect", Doc: "hold idle connections (drivers that support it)", Role: metrics.Role{Connects: true},
+	New: func() Section { return &ConnectSection{} }}
+
+func init() { RegisterKind(connectKind) }
+
+// ConnectSection is a workload's connect: section: the driver's produce
+// options (clients, connect rate...) and nothing else.
+type ConnectSection struct {
+	Opts any
+}
+
+// Decode checks that the driver can hold connections and reads its options.
+func (s *ConnectSection) Decode(c *Decoding) {
+	s.Opts = ProduceOptions(c.Target.Driver)
+	if cc, ok := c.Target.Driver.(drivers.ConnectCapable); !ok || !cc.CanConnect() {
+		c.Errorf("driver %q cannot hold idle connections", c.Target.DriverName)
+		return
+	}
+	c.D.DecodeStructs(c.Node, c.What, s.Opts)
+	c.CheckOptions(c.Target.Driver, s.Opts, c.What)
+}
+
+// Build makes the connect workload.
+func (s *ConnectSection) Build(b *Build) (Workload, error) {
+	return NewConnect(b.Name, s.Opts, b.Targets(b.Target), b.Env), nil
 }

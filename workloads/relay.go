@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"gopkg.in/yaml.v3"
+
 	"github.com/planrun/planrun/drivers"
 	"github.com/planrun/planrun/metrics"
 )
@@ -34,9 +36,20 @@ type Relay struct {
 	starts   int
 }
 
-// NewRelay prepares a relay workload.
-func NewRelay(name string, spec RelaySpec, from RelayFrom, fromOpts any, src drivers.Target, srcName string,
-	to RelayTo, toOpts any, dst drivers.Target, dstName string, env *Env) *Relay {
+// RelaySection is a workload's relay: section.
+type RelaySection struct {
+	Spec RelaySpec
+	From RelayFrom
+	To   RelayTo
+	// FromOpts are the source driver's consume options, ToOpts the
+	// destination driver's produce options (nil where a driver has none).
+	FromOpts, ToOpts any
+}
+
+// NewRelay prepares a relay that reads from src (target srcName) and
+// publishes to dst, the target s.To.Target.
+func NewRelay(name string, s RelaySection, src drivers.Target, srcName string, dst drivers.Target, env *Env) *Relay {
+	spec, from, to, fromOpts, toOpts, dstName := s.Spec, s.From, s.To, s.FromOpts, s.ToOpts, s.To.Target
 	if from.Group == "" {
 		from.Group = name
 	}
@@ -49,7 +62,7 @@ func NewRelay(name string, spec RelaySpec, from RelayFrom, fromOpts any, src dri
 	r := &Relay{name: name, spec: spec, from: from, to: to, fromOpts: fromOpts, toOpts: toOpts, src: src, dst: dst, env: env,
 		in: env.Acct.Topic(srcName, from.Topic), out: env.Acct.Topic(dstName, to.Topic)}
 	r.group = r.in.group(from.Group)
-	r.rec = metrics.NewRecorder(name, "relay")
+	r.rec = metrics.NewRecorder(name, relayKind.Name, relayKind.Role)
 	r.rec.SetBacklog(func() metrics.Backlog { return r.in.backlog(r.group) })
 	r.rec.SetLost(func() int64 { return r.in.backlog(r.group).Messages })
 	r.rec.SetGauges(func() map[string]float64 { return map[string]float64{"queued": float64(r.queued.Load())} })
@@ -241,4 +254,54 @@ func (u *unbounded) pop(ctx context.Context) (relayed, bool) {
 			return relayed{}, false
 		}
 	}
+}
+
+var relayKind = Kind{Name: "relay", Doc: "receive from one topic and publish each message to another",
+	Role: metrics.Role{Sends: true, Receives: true}, New: func() Section { return &RelaySection{} }}
+
+func init() { RegisterKind(relayKind) }
+
+type relayEnds struct {
+	From yaml.Node `yaml:"from" required:"true" doc:"where to read: topic, group, from and the source driver's consume options"`
+	To   yaml.Node `yaml:"to" required:"true" doc:"where to publish: target, topic and the destination driver's produce options"`
+}
+
+// Decode reads mode, threads and count, then from: with the source driver's
+// consume options and to: with the destination driver's produce options.
+func (s *RelaySection) Decode(c *Decoding) {
+	var ends relayEnds
+	c.D.DecodeStructs(c.Node, c.What, &s.Spec, &ends)
+	c.report(s.Spec.Check())
+	if ends.From.Kind != 0 {
+		s.FromOpts = ConsumeOptions(c.Target.Driver)
+		c.D.DecodeStructs(&ends.From, c.What+" from", &s.From, s.FromOpts)
+	}
+	dst := c.Target
+	if ends.To.Kind != 0 {
+		toTarget := ""
+		for i := 0; i+1 < len(ends.To.Content); i += 2 {
+			if ends.To.Content[i].Value == "target" {
+				toTarget, _ = c.D.Scalar(ends.To.Content[i+1], c.What+" to: target")
+			}
+		}
+		if toTarget != "" {
+			var ok bool
+			if dst, ok = c.Resolve(&ends.To, toTarget, c.What+" to"); !ok {
+				return
+			}
+		}
+		s.To.Target = dst.Name
+		s.ToOpts = ProduceOptions(dst.Driver)
+		c.D.DecodeStructs(&ends.To, c.What+" to", &s.To, s.ToOpts)
+		if s.To.Target == "" {
+			s.To.Target = dst.Name
+		}
+	}
+	c.CheckOptions(c.Target.Driver, s.FromOpts, c.What)
+	c.CheckOptions(dst.Driver, s.ToOpts, c.What+" to")
+}
+
+// Build makes the relay.
+func (s *RelaySection) Build(b *Build) (Workload, error) {
+	return NewRelay(b.Name, *s, b.Targets(b.Target), b.Target, b.Targets(s.To.Target), b.Env), nil
 }

@@ -136,7 +136,7 @@ func NewProducer(name string, spec ProduceSpec, opts any, target drivers.Target,
 	spec.defaults()
 	p := &Producer{name: name, spec: spec, opts: opts, target: target, env: env, id: id,
 		topic: env.Acct.Topic(targetName, spec.Topic)}
-	p.rec = metrics.NewRecorder(name, "produce")
+	p.rec = metrics.NewRecorder(name, produceKind.Name, produceKind.Role)
 	return p
 }
 
@@ -283,7 +283,7 @@ func NewConsumer(name string, spec ConsumeSpec, opts any, target drivers.Target,
 	c := &Consumer{name: name, spec: spec, opts: opts, target: target, env: env, groupName: spec.Group,
 		topic: env.Acct.Topic(targetName, spec.Topic)}
 	c.group = c.topic.group(spec.Group)
-	c.rec = metrics.NewRecorder(name, "consume")
+	c.rec = metrics.NewRecorder(name, consumeKind.Name, consumeKind.Role)
 	c.rec.SetBacklog(func() metrics.Backlog { return c.topic.backlog(c.group) })
 	c.rec.SetLost(func() int64 { return c.topic.backlog(c.group).Messages })
 	return c
@@ -434,4 +434,54 @@ func sumGauges(dcs []drivers.Consumer) func() map[string]float64 {
 		}
 		return out
 	}
+}
+
+var (
+	produceKind = Kind{Name: "produce", Doc: "send messages", Role: metrics.Role{Sends: true},
+		New: func() Section { return &ProduceSection{} }}
+	consumeKind = Kind{Name: "consume", Doc: "receive messages in a consumer group", Role: metrics.Role{Receives: true},
+		New: func() Section { return &ConsumeSection{} }}
+)
+
+func init() {
+	RegisterKind(produceKind)
+	RegisterKind(consumeKind)
+}
+
+// ProduceSection is a workload's produce: section.
+type ProduceSection struct {
+	Spec ProduceSpec
+	Opts any // the driver's produce options, or nil
+}
+
+// Decode reads the generic produce keys and the driver's own.
+func (s *ProduceSection) Decode(c *Decoding) {
+	s.Opts = ProduceOptions(c.Target.Driver)
+	c.D.DecodeStructs(c.Node, c.What, &s.Spec, s.Opts)
+	c.report(s.Spec.Check())
+	c.CheckOptions(c.Target.Driver, s.Opts, c.What)
+}
+
+// Build makes the producer.
+func (s *ProduceSection) Build(b *Build) (Workload, error) {
+	return NewProducer(b.Name, s.Spec, s.Opts, b.Targets(b.Target), b.Target, b.ID, b.Env), nil
+}
+
+// ConsumeSection is a workload's consume: section.
+type ConsumeSection struct {
+	Spec ConsumeSpec
+	Opts any // the driver's consume options, or nil
+}
+
+// Decode reads the generic consume keys and the driver's own.
+func (s *ConsumeSection) Decode(c *Decoding) {
+	s.Opts = ConsumeOptions(c.Target.Driver)
+	c.D.DecodeStructs(c.Node, c.What, &s.Spec, s.Opts)
+	c.report(s.Spec.Check())
+	c.CheckOptions(c.Target.Driver, s.Opts, c.What)
+}
+
+// Build makes the consumer.
+func (s *ConsumeSection) Build(b *Build) (Workload, error) {
+	return NewConsumer(b.Name, s.Spec, s.Opts, b.Targets(b.Target), b.Target, b.Env), nil
 }

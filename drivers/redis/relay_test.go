@@ -31,9 +31,11 @@ func TestMQTTToRedisRelay(t *testing.T) {
 
 	const n = 1000
 	qos := 1
-	relay := workloads.NewRelay("rule", workloads.RelaySpec{Threads: 4, Count: n},
-		workloads.RelayFrom{Topic: "devices/+/data"}, &mqtt.ConsumeOptions{QoS: &qos}, mt, "mqtt",
-		workloads.RelayTo{Topic: "telemetry"}, &redis.ProduceOptions{Command: "hset"}, rt, "redis", env)
+	relay := workloads.NewRelay("rule", workloads.RelaySection{
+		Spec: workloads.RelaySpec{Threads: 4, Count: n},
+		From: workloads.RelayFrom{Topic: "devices/+/data"}, FromOpts: &mqtt.ConsumeOptions{QoS: &qos},
+		To: workloads.RelayTo{Target: "redis", Topic: "telemetry"}, ToOpts: &redis.ProduceOptions{Command: "hset"},
+	}, mt, "mqtt", rt, env)
 	if err := relay.Start(ctx); err != nil {
 		t.Fatal(err)
 	}

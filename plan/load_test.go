@@ -1,4 +1,4 @@
-package runner_test
+package plan_test
 
 import (
 	"errors"
@@ -6,9 +6,10 @@ import (
 	"testing"
 
 	_ "github.com/planrun/planrun/drivers/memory"
-	"github.com/planrun/planrun/yamldecode"
-	"github.com/planrun/planrun/runner"
+	"github.com/planrun/planrun/plan"
 	_ "github.com/planrun/planrun/steps"
+	"github.com/planrun/planrun/workloads"
+	"github.com/planrun/planrun/yamldecode"
 )
 
 const good = `name: t
@@ -62,7 +63,7 @@ func TestLoadErrors(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, _, err := runner.Parse("plan.yaml", []byte(c.yaml), runner.Options{})
+			_, _, err := plan.Parse("plan.yaml", []byte(c.yaml), plan.Options{})
 			if err == nil {
 				t.Fatalf("no error; want %q", c.want)
 			}
@@ -86,7 +87,7 @@ func TestLoadErrors(t *testing.T) {
 }
 
 func TestLoadGood(t *testing.T) {
-	src, plans, err := runner.Parse("plan.yaml", []byte(good), runner.Options{Set: map[string]string{"backlog": "2MiB"}})
+	src, plans, err := plan.Parse("plan.yaml", []byte(good), plan.Options{Set: map[string]string{"backlog": "2MiB"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +97,7 @@ func TestLoadGood(t *testing.T) {
 	if len(plans) != 1 || len(plans[0].Steps) != 7 || len(plans[0].Workloads) != 2 {
 		t.Fatalf("plans %d steps %d workloads %d", len(plans), len(plans[0].Steps), len(plans[0].Workloads))
 	}
-	if got := plans[0].Workloads[0].Produce.Size; got != 1024 {
+	if got := plans[0].Workloads[0].Section.(*workloads.ProduceSection).Spec.Size; got != 1024 {
 		t.Errorf("size = %d, want 1024", got)
 	}
 }
@@ -104,24 +105,24 @@ func TestLoadGood(t *testing.T) {
 func TestMatrixAndSet(t *testing.T) {
 	y := good + "matrix:\n  threads: [4, 8]\n  queues: [16, 32, 64]\n"
 	y = strings.Replace(y, "threads: 2", "threads: \"${threads}\"", 1)
-	_, plans, err := runner.Parse("plan.yaml", []byte(y), runner.Options{})
+	_, plans, err := plan.Parse("plan.yaml", []byte(y), plan.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(plans) != 6 {
 		t.Fatalf("%d combinations, want 6", len(plans))
 	}
-	if got := runner.Label(plans[5].Combination); got != "threads=8 queues=64" {
+	if got := plan.Label(plans[5].Combination); got != "threads=8 queues=64" {
 		t.Errorf("last combination %q", got)
 	}
-	if plans[5].Workloads[0].Produce.Threads != 8 {
-		t.Errorf("threads not interpolated: %d", plans[5].Workloads[0].Produce.Threads)
+	if plans[5].Workloads[0].Section.(*workloads.ProduceSection).Spec.Threads != 8 {
+		t.Errorf("threads not interpolated: %d", plans[5].Workloads[0].Section.(*workloads.ProduceSection).Spec.Threads)
 	}
-	_, plans, err = runner.Parse("plan.yaml", []byte(y), runner.Options{Set: map[string]string{"queues": "32"}})
+	_, plans, err = plan.Parse("plan.yaml", []byte(y), plan.Options{Set: map[string]string{"queues": "32"}})
 	if err != nil || len(plans) != 2 {
 		t.Fatalf("pinned matrix: %d plans, %v", len(plans), err)
 	}
-	_, _, err = runner.Parse("plan.yaml", []byte(y), runner.Options{Set: map[string]string{"queus": "32"}})
+	_, _, err = plan.Parse("plan.yaml", []byte(y), plan.Options{Set: map[string]string{"queus": "32"}})
 	if err == nil || !strings.Contains(err.Error(), `--set queus: the plan has no variable "queus" (did you mean "queues"?)`) {
 		t.Errorf("unknown --set: %v", err)
 	}
@@ -130,12 +131,12 @@ func TestMatrixAndSet(t *testing.T) {
 func TestEnvInterpolation(t *testing.T) {
 	y := strings.Replace(good, "backlog: 1MB", "backlog: ${env:PLANRUN_TEST_BACKLOG|3MB}", 1)
 	env := func(string) (string, bool) { return "", false }
-	src, _, err := runner.Parse("plan.yaml", []byte(y), runner.Options{Env: env})
+	src, _, err := plan.Parse("plan.yaml", []byte(y), plan.Options{Env: env})
 	if err != nil || src.Vars["backlog"] != "3MB" {
 		t.Fatalf("default: %v %q", err, src.Vars["backlog"])
 	}
 	env = func(k string) (string, bool) { return "7MB", k == "PLANRUN_TEST_BACKLOG" }
-	src, _, err = runner.Parse("plan.yaml", []byte(y), runner.Options{Env: env})
+	src, _, err = plan.Parse("plan.yaml", []byte(y), plan.Options{Env: env})
 	if err != nil || src.Vars["backlog"] != "7MB" {
 		t.Fatalf("from env: %v %q", err, src.Vars["backlog"])
 	}
@@ -147,6 +148,6 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("{{{"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		// Any input gives a plan or an error, never a panic.
-		_, _, _ = runner.Parse("fuzz.yaml", data, runner.Options{Env: func(string) (string, bool) { return "", false }})
+		_, _, _ = plan.Parse("fuzz.yaml", data, plan.Options{Env: func(string) (string, bool) { return "", false }})
 	})
 }

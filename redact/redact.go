@@ -1,16 +1,29 @@
-package runner
+// Package redact keeps secrets (keys, passwords) out of everything planrun
+// writes: progress lines, warnings, errors and every report.
+package redact
 
 import (
+	"cmp"
 	"reflect"
+	"slices"
 	"strings"
 )
 
-// Redact replaces every secret value inside s.
+// Redact replaces every secret value inside s. Longer secrets go first, so
+// that a secret containing another ("abc" in "abcdef") leaves no tail.
 func Redact(s string, secrets map[string]bool) string {
+	var found []string
 	for sec := range secrets {
 		if sec != "" && strings.Contains(s, sec) {
-			s = strings.ReplaceAll(s, sec, "[redacted]")
+			found = append(found, sec)
 		}
+	}
+	if len(found) == 0 {
+		return s
+	}
+	slices.SortFunc(found, func(a, b string) int { return cmp.Or(len(b)-len(a), strings.Compare(a, b)) })
+	for _, sec := range found {
+		s = strings.ReplaceAll(s, sec, "[redacted]")
 	}
 	return s
 }

@@ -1,105 +1,31 @@
-package runner
+// Package expr is the expression language of plans (expr-lang/expr): the
+// names an expression may use (a Scope), the one function that builds the
+// environment both for type checking at load time and for evaluation at run
+// time, and compiled expressions that decode themselves from plan YAML.
+package expr
 
 import (
 	"fmt"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
-	"github.com/expr-lang/expr"
+	exprlang "github.com/expr-lang/expr"
 	"github.com/expr-lang/expr/ast"
 	"github.com/expr-lang/expr/parser"
 	"github.com/expr-lang/expr/vm"
 	"gopkg.in/yaml.v3"
 
 	"github.com/planrun/planrun/metrics"
-	"github.com/planrun/planrun/yamldecode"
 	"github.com/planrun/planrun/units"
+	"github.com/planrun/planrun/yamldecode"
 )
 
-// PhaseInfo is `phase` in expressions: the current phase.
-type PhaseInfo struct {
-	Name    string        `expr:"name"`
-	Elapsed time.Duration `expr:"elapsed"`
-}
-
-// reserved names cannot be workload, collector or probe names because
-// expressions use them.
-var reserved = map[string]bool{"phase": true, "phases": true, "elapsed": true, "backlog": true, "vars": true,
-	"probes": true, "size": true, "mb": true, "mib": true, "extra": true, "true": true, "false": true, "nil": true,
-	"all": true, "run": true}
-
-// ExprEnv describes, at load time, the names an expression may use; it
-// compiles expressions against a template of the environment so typos fail
-// before any broker is contacted.
-type ExprEnv struct {
-	Workloads  []string
-	Collectors map[string][]string // collector name -> figure names
-	Vars       map[string]string
-	Phases     []string // phase names the steps declare
-
-	varsType reflect.Type
-}
-
-// varsValue gives expressions the variables as a struct, so that a
-// misspelt vars.name fails when the plan loads: numbers where a value is a
-// number, strings otherwise.
-func (e *ExprEnv) varsValue(vars map[string]string) any {
-	if e.varsType == nil {
-		names := make([]string, 0, len(e.Vars))
-		for k := range e.Vars {
-			names = append(names, k)
-		}
-		sort.Strings(names)
-		fields := make([]reflect.StructField, 0, len(names))
-		for _, k := range names {
-			t := reflect.TypeOf("")
-			if _, err := strconv.ParseFloat(e.Vars[k], 64); err == nil {
-				t = reflect.TypeOf(0.0)
-			}
-			fields = append(fields, reflect.StructField{Name: "V" + k, Type: t, Tag: reflect.StructTag(`expr:"` + k + `"`)})
-		}
-		e.varsType = reflect.StructOf(fields)
-	}
-	v := reflect.New(e.varsType).Elem()
-	for i := 0; i < e.varsType.NumField(); i++ {
-		f := e.varsType.Field(i)
-		raw := vars[f.Tag.Get("expr")]
-		if f.Type.Kind() == reflect.Float64 {
-			x, _ := strconv.ParseFloat(raw, 64)
-			v.Field(i).SetFloat(x)
-		} else {
-			v.Field(i).SetString(raw)
-		}
-	}
-	return v.Interface()
-}
-
-// template returns an environment of zero values with the real types.
-func (e *ExprEnv) template() map[string]any {
-	env := map[string]any{
-		"phase":   PhaseInfo{},
-		"phases":  map[string]map[string]metrics.Stats{},
-		"elapsed": time.Duration(0),
-		"backlog": metrics.Backlog{},
-		"vars":    e.varsValue(e.Vars),
-		"probes":  map[string]any{},
-		"extra":   map[string]float64{},
-	}
-	for _, w := range e.Workloads {
-		env[w] = metrics.Stats{}
-	}
-	for c := range e.Collectors {
-		env[c] = map[string]float64{}
-	}
-	return env
-}
-
-var exprFuncs = []expr.Option{
-	expr.Function("size", func(params ...any) (any, error) {
+var exprFuncs = []exprlang.Option{
+	exprlang.Function("size", func(params ...any) (any, error) {
 		s, ok := params[0].(string)
 		if !ok {
 			return float64(0), fmt.Errorf("size() takes a string such as \"1GiB\"")
@@ -107,10 +33,10 @@ var exprFuncs = []expr.Option{
 		v, err := units.ParseSize(s)
 		return float64(v), err
 	}, new(func(string) float64)),
-	expr.Function("mb", func(params ...any) (any, error) {
+	exprlang.Function("mb", func(params ...any) (any, error) {
 		return toFloat(params[0]) / 1e6, nil
 	}, new(func(float64) float64), new(func(int64) float64), new(func(int) float64)),
-	expr.Function("mib", func(params ...any) (any, error) {
+	exprlang.Function("mib", func(params ...any) (any, error) {
 		return toFloat(params[0]) / (1 << 20), nil
 	}, new(func(float64) float64), new(func(int64) float64), new(func(int) float64)),
 }
@@ -146,29 +72,29 @@ type exprPart struct {
 type BoolExpr struct{ Expr }
 
 // UnmarshalPlan compiles a condition.
-func (b *BoolExpr) UnmarshalPlan(d *yamldecode.Decoder, n *yaml.Node) { b.compile(d, n, true) }
+func (b *BoolExpr) UnmarshalPlan(d *yamldecode.Decoder, n *yaml.Node) { b.decode(d, n, true) }
 
 // UnmarshalPlan compiles a value expression.
-func (e *Expr) UnmarshalPlan(d *yamldecode.Decoder, n *yaml.Node) { e.compile(d, n, false) }
+func (e *Expr) UnmarshalPlan(d *yamldecode.Decoder, n *yaml.Node) { e.decode(d, n, false) }
 
-func (e *Expr) compile(d *yamldecode.Decoder, n *yaml.Node, boolean bool) {
+func (e *Expr) decode(d *yamldecode.Decoder, n *yaml.Node, boolean bool) {
 	src, ok := d.Scalar(n, "expression")
 	if !ok {
 		return
 	}
 	e.Src, e.Line, e.Col = strings.TrimSpace(src), n.Line, n.Column
-	env, _ := d.Context.(*ExprEnv)
+	env, _ := d.Context.(*Scope)
 	if env == nil {
 		d.Errs.At(n, "expressions are not allowed here")
 		return
 	}
-	prog, err := compileExpr(e.Src, env, boolean)
+	prog, err := compile(e.Src, env, boolean)
 	if err != nil {
 		d.Errs.At(n, "expression %q: %s", e.Src, exprErr(err, env))
 		return
 	}
 	for _, m := range phaseRef.FindAllStringSubmatch(e.Src, -1) {
-		if !contains(env.Phases, m[1]) {
+		if !slices.Contains(env.Phases, m[1]) {
 			d.Errs.At(n, "expression %q: no step starts phase %q%s; phases are: %s", e.Src, m[1], yamldecode.Suggest(m[1], env.Phases), strings.Join(env.Phases, ", "))
 		}
 	}
@@ -195,12 +121,12 @@ func (e *Expr) compile(d *yamldecode.Decoder, n *yaml.Node, boolean bool) {
 	}
 }
 
-func compileExpr(src string, env *ExprEnv, boolean bool) (*vm.Program, error) {
-	opts := append([]expr.Option{expr.Env(env.template())}, exprFuncs...)
+func compile(src string, env *Scope, boolean bool) (*vm.Program, error) {
+	opts := append([]exprlang.Option{exprlang.Env(env.Template())}, exprFuncs...)
 	if boolean {
-		opts = append(opts, expr.AsBool())
+		opts = append(opts, exprlang.AsBool())
 	}
-	return expr.Compile(src, opts...)
+	return exprlang.Compile(src, opts...)
 }
 
 var (
@@ -222,7 +148,7 @@ func figureNames(t reflect.Type) []string {
 }
 
 // exprErr shortens expr's message and adds the names an unknown one could be.
-func exprErr(err error, env *ExprEnv) string {
+func exprErr(err error, env *Scope) string {
 	msg := err.Error()
 	if i := strings.Index(msg, "\n"); i > 0 {
 		msg = msg[:i]
@@ -262,7 +188,7 @@ func exprErr(err error, env *ExprEnv) string {
 
 // comparisons finds the comparisons in a condition (through && and ||) and
 // compiles their two sides separately.
-func comparisons(src string, env *ExprEnv) []exprPart {
+func comparisons(src string, env *Scope) []exprPart {
 	tree, err := parser.Parse(src)
 	if err != nil {
 		return nil
@@ -279,8 +205,8 @@ func comparisons(src string, env *ExprEnv) []exprPart {
 			walk(b.Left)
 			walk(b.Right)
 		case ">", ">=", "<", "<=", "==", "!=":
-			l, lerr := compileExpr(b.Left.String(), env, false)
-			r, rerr := compileExpr(b.Right.String(), env, false)
+			l, lerr := compile(b.Left.String(), env, false)
+			r, rerr := compile(b.Right.String(), env, false)
 			if lerr == nil && rerr == nil {
 				parts = append(parts, exprPart{src: b.Left.String(), left: l, right: r})
 			}
@@ -290,8 +216,8 @@ func comparisons(src string, env *ExprEnv) []exprPart {
 	return parts
 }
 
-// kind is the Go kind the expression yields, as far as it is known at load.
-func (e *Expr) kind() reflect.Kind {
+// Kind is the Go kind the expression yields, as far as it is known at load.
+func (e *Expr) Kind() reflect.Kind {
 	if e.prog == nil || e.prog.Node() == nil || e.prog.Node().Type() == nil {
 		return reflect.Interface
 	}
@@ -303,7 +229,7 @@ func (e *Expr) Eval(env map[string]any) (any, error) {
 	if e.prog == nil {
 		return nil, fmt.Errorf("expression %q was not compiled", e.Src)
 	}
-	return expr.Run(e.prog, env)
+	return exprlang.Run(e.prog, env)
 }
 
 // True evaluates a condition.
@@ -321,31 +247,12 @@ func (b *BoolExpr) True(env map[string]any) (bool, error) {
 func (b *BoolExpr) Progress(env map[string]any) string {
 	var out []string
 	for _, p := range b.parts {
-		l, lerr := expr.Run(p.left, env)
-		r, rerr := expr.Run(p.right, env)
+		l, lerr := exprlang.Run(p.left, env)
+		r, rerr := exprlang.Run(p.right, env)
 		if lerr != nil || rerr != nil {
 			continue
 		}
 		out = append(out, fmt.Sprintf("%s = %s (target %s)", p.src, FormatValue(p.src, l), FormatValue(p.src, r)))
 	}
 	return strings.Join(out, ", ")
-}
-
-// FormatValue prints a value for people: byte counts in MB when the
-// expression is about bytes, durations rounded, floats trimmed.
-func FormatValue(src string, v any) string {
-	switch x := v.(type) {
-	case time.Duration:
-		return x.Round(time.Millisecond).String()
-	case float64, int64, int:
-		f := toFloat(x)
-		if strings.Contains(src, "bytes") {
-			return units.Human(f)
-		}
-		if f == float64(int64(f)) {
-			return strconv.FormatInt(int64(f), 10)
-		}
-		return strconv.FormatFloat(f, 'f', 2, 64)
-	}
-	return fmt.Sprint(v)
 }

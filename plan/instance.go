@@ -1,8 +1,9 @@
-package runner
+package plan
 
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"sort"
 	"strings"
 	"time"
@@ -10,6 +11,8 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/planrun/planrun/drivers"
+	"github.com/planrun/planrun/expr"
+	"github.com/planrun/planrun/workloads"
 	"github.com/planrun/planrun/yamldecode"
 )
 
@@ -65,8 +68,8 @@ func (s *Source) Instance(combo []KV) (*Plan, error) {
 	d := yamldecode.NewDecoder(s.File, vars)
 	d.Errs = errs
 	p := &Plan{Source: s, Combination: combo, Vars: vars, Progress: 5 * time.Second}
-	p.Env = &ExprEnv{Vars: vars, Collectors: map[string][]string{}}
-	d.Context = p.Env
+	p.Scope = expr.NewScope(vars)
+	d.Context = p.Scope
 
 	if n := s.keys["progress"]; n != nil {
 		d.Decode(n, &p.Progress, "progress")
@@ -165,124 +168,85 @@ func (p *Plan) resolveTarget(d *yamldecode.Decoder, n *yaml.Node, name, what str
 	return t
 }
 
-func optioner[T any](drv drivers.Driver, f func(T) any) any {
-	if o, ok := drv.(T); ok {
-		return f(o)
+// workloadKeys makes the struct a workload mapping decodes into: the
+// generic keys (WorkloadGeneric's fields first) and a YAML node per
+// registered workload kind, so unknown keys are reported with every known one.
+func workloadKeys() (reflect.Value, []workloads.Kind) {
+	kinds := workloads.Kinds()
+	gt := reflect.TypeOf(WorkloadGeneric{})
+	var fields []reflect.StructField
+	for i := 0; i < gt.NumField(); i++ {
+		fields = append(fields, gt.Field(i))
 	}
-	return nil
+	for i, k := range kinds {
+		fields = append(fields, reflect.StructField{Name: fmt.Sprintf("Kind%d", i), Type: reflect.TypeOf(yaml.Node{}),
+			Tag: reflect.StructTag(fmt.Sprintf(`yaml:%q doc:%q`, k.Name, k.Doc))})
+	}
+	return reflect.New(reflect.StructOf(fields)), kinds
 }
 
 func (p *Plan) decodeWorkloads(d *yamldecode.Decoder) {
 	d.Mapping(p.keys["workloads"], "workloads", func(name string, k, v *yaml.Node) {
 		what := fmt.Sprintf("workload %q", name)
-		if reserved[name] || !validName(name) {
-			d.Errs.At(k, "workload name %q is not allowed: use letters, digits and _ (expressions refer to it as %s.rate) and avoid %s", name, name, reservedList())
+		if expr.Reserved(name) || !validName(name) {
+			d.Errs.At(k, "workload name %q is not allowed: use letters, digits and _ (expressions refer to it as %s.rate) and avoid %s", name, name, expr.ReservedList())
 			return
 		}
 		// Named in expressions and steps whatever else is wrong with it,
 		// so one mistake here does not turn into many elsewhere.
-		p.Env.Workloads = append(p.Env.Workloads, name)
-		var g workloadGeneric
-		d.Decode(v, &g, what)
+		p.Scope.Workloads = append(p.Scope.Workloads, name)
+		keys, kinds := workloadKeys()
+		d.Decode(v, keys.Interface(), what)
+		kv := keys.Elem()
+		g := WorkloadGeneric{Target: kv.Field(0).String(), Description: kv.Field(1).String()}
 		w := &WorkloadDef{Name: name, Target: g.Target, Description: g.Description}
 		// Steps check workload names against this list, so a workload with
 		// errors of its own is still on it (an invalid plan never runs).
 		defer func() { p.Workloads = append(p.Workloads, w) }()
-		var kinds []string
+		var found []string
 		var body *yaml.Node
-		for kind, node := range map[string]*yaml.Node{"produce": &g.Produce, "consume": &g.Consume, "relay": &g.Relay, "connect": &g.Connect} {
-			if node.Kind != 0 {
-				kinds = append(kinds, kind)
+		for i, kind := range kinds {
+			if node := kv.Field(reflect.TypeOf(g).NumField() + i).Addr().Interface().(*yaml.Node); node.Kind != 0 {
+				found = append(found, kind.Name)
 				w.Kind, body = kind, node
 			}
 		}
-		if len(kinds) != 1 {
-			sort.Strings(kinds)
-			d.Errs.At(v, "%s needs exactly one of produce:, consume:, relay: or connect:%s", what, map[bool]string{true: " (it has " + strings.Join(kinds, " and ") + ")", false: ""}[len(kinds) > 1])
+		if len(found) != 1 {
+			sort.Strings(found)
+			var names []string
+			for _, kind := range kinds {
+				names = append(names, kind.Name+":")
+			}
+			list := strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+			d.Errs.At(v, "%s needs exactly one of %s%s", what, list, map[bool]string{true: " (it has " + strings.Join(found, " and ") + ")", false: ""}[len(found) > 1])
 			return
 		}
-		t := p.resolveTarget(d, v, g.Target, what)
+		if w.Kind.Role.Receives {
+			p.Scope.Receivers[name] = true
+		}
+		t := p.resolveTarget(d, v, w.Target, what)
 		if t == nil || t.drv == nil {
 			return // the target's own error says what is wrong
 		}
 		w.Target = t.Name
-		what = fmt.Sprintf("%s %s", what, w.Kind)
-		switch w.Kind {
-		case "produce", "connect":
-			w.Opts = optioner(t.drv, func(o drivers.ProduceOptioner) any { return o.NewProduceOptions() })
-			if w.Kind == "connect" {
-				if !implementsConnector(t.drv) {
-					d.Errs.At(body, "%s: driver %q cannot hold idle connections", what, t.Driver)
-					return
-				}
-				d.DecodeStructs(body, what, w.Opts)
-				break
-			}
-			d.DecodeStructs(body, what, &w.Produce, w.Opts)
-			for _, e := range w.Produce.Check() {
-				d.Errs.At(body, "%s: %s", what, e)
-			}
-		case "consume":
-			w.Opts = optioner(t.drv, func(o drivers.ConsumeOptioner) any { return o.NewConsumeOptions() })
-			d.DecodeStructs(body, what, &w.Consume, w.Opts)
-			for _, e := range w.Consume.Check() {
-				d.Errs.At(body, "%s: %s", what, e)
-			}
-		case "relay":
-			var ends relayEnds
-			d.DecodeStructs(body, what, &w.Relay, &ends)
-			for _, e := range w.Relay.Check() {
-				d.Errs.At(body, "%s: %s", what, e)
-			}
-			if ends.From.Kind != 0 {
-				w.Opts = optioner(t.drv, func(o drivers.ConsumeOptioner) any { return o.NewConsumeOptions() })
-				d.DecodeStructs(&ends.From, what+" from", &w.RelayFrom, w.Opts)
-			}
-			if ends.To.Kind != 0 {
-				toTarget := ""
-				for i := 0; i+1 < len(ends.To.Content); i += 2 {
-					if ends.To.Content[i].Value == "target" {
-						toTarget, _ = d.Scalar(ends.To.Content[i+1], what+" to: target")
-					}
-				}
-				dt := t
-				if toTarget != "" {
-					dt = p.resolveTarget(d, &ends.To, toTarget, what+" to")
-				}
+		sec := w.Kind.New()
+		before := d.Errs.Len()
+		sec.Decode(&workloads.Decoding{D: d, Node: body, What: fmt.Sprintf("%s %s", what, w.Kind.Name), Target: t.endpoint(),
+			Resolve: func(n *yaml.Node, name, what string) (workloads.Endpoint, bool) {
+				dt := p.resolveTarget(d, n, name, what)
 				if dt == nil {
-					return
+					return workloads.Endpoint{}, false
 				}
-				w.RelayTo.Target = dt.Name
-				w.ToOpts = optioner(dt.drv, func(o drivers.ProduceOptioner) any { return o.NewProduceOptions() })
-				d.DecodeStructs(&ends.To, what+" to", &w.RelayTo, w.ToOpts)
-				if w.RelayTo.Target == "" {
-					w.RelayTo.Target = dt.Name
-				}
-			}
-		}
-		checkOptions(d, body, what, t.drv, w.Opts)
-		if w.ToOpts != nil {
-			checkOptions(d, body, what+" to", p.Target(w.RelayTo.Target).drv, w.ToOpts)
+				return dt.endpoint(), true
+			}})
+		if d.Errs.Len() == before {
+			w.Section = sec
 		}
 	})
 }
 
-// checkOptions lets the driver check its options of a workload at load time.
-func checkOptions(d *yamldecode.Decoder, n *yaml.Node, what string, drv drivers.Driver, opts any) {
-	c, ok := drv.(drivers.ConfigChecker)
-	if !ok || opts == nil {
-		return
-	}
-	if err := c.CheckConfig(opts); err != nil {
-		d.Errs.At(n, "%s: %v", what, err)
-	}
-}
-
-// implementsConnector tells at load time whether a driver's targets can
-// hold idle connections (drivers.Connector).
-func implementsConnector(drv drivers.Driver) bool {
-	c, ok := drv.(drivers.ConnectCapable)
-	return ok && c.CanConnect()
+func (t *TargetDef) endpoint() workloads.Endpoint {
+	return workloads.Endpoint{Name: t.Name, DriverName: t.Driver, Driver: t.drv}
 }
 
 func (p *Plan) decodeSteps(d *yamldecode.Decoder) {
@@ -309,7 +273,7 @@ func (p *Plan) decodeSteps(d *yamldecode.Decoder) {
 			}
 		}
 	}
-	p.Env.Phases = phases
+	p.Scope.Phases = phases
 	for i, sn := range n.Content {
 		if sn.Kind != yaml.MappingNode {
 			d.Errs.At(sn, "step %d must be a mapping such as \"- start: producer\"; step kinds: %s", i+1, strings.Join(stepNames(), ", "))
@@ -323,7 +287,7 @@ func (p *Plan) decodeSteps(d *yamldecode.Decoder) {
 				hasPhase = true
 				continue
 			}
-			if k, ok := stepKind(sn.Content[j].Value); ok {
+			if k, ok := LookupStep(sn.Content[j].Value); ok {
 				kinds = append(kinds, k.Name)
 				kind = k
 			}
@@ -382,7 +346,7 @@ func (c *CheckContext) CheckWorkloads(names []string, what string) {
 // phaseStep only starts a phase (which the engine does for any step with phase:).
 type phaseStep struct{}
 
-func (*phaseStep) Run(context.Context, *Run) error { return nil }
+func (*phaseStep) Run(context.Context, Runtime) error { return nil }
 
 // Describe is empty: the step's label already says which phase starts.
 func (*phaseStep) Describe() string { return "" }

@@ -1,14 +1,14 @@
-package runner
+package plan
 
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strings"
-	"sync"
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/planrun/planrun/expr"
+	"github.com/planrun/planrun/registry"
 	"github.com/planrun/planrun/yamldecode"
 )
 
@@ -33,32 +33,13 @@ type CollectorKind struct {
 	New  func() CollectorConfig
 }
 
-var (
-	collMu    sync.RWMutex
-	collKinds = map[string]CollectorKind{}
-)
+var collectorKinds = registry.New[CollectorKind]("collector kind")
 
 // RegisterCollector makes a collector kind available to plans.
-func RegisterCollector(k CollectorKind) {
-	collMu.Lock()
-	defer collMu.Unlock()
-	if _, dup := collKinds[k.Name]; dup {
-		panic(fmt.Sprintf("runner: collector %q registered twice", k.Name))
-	}
-	collKinds[k.Name] = k
-}
+func RegisterCollector(k CollectorKind) { collectorKinds.Register(k.Name, k) }
 
 // CollectorKinds lists the registered collector kinds by name.
-func CollectorKinds() []CollectorKind {
-	collMu.RLock()
-	defer collMu.RUnlock()
-	out := make([]CollectorKind, 0, len(collKinds))
-	for _, k := range collKinds {
-		out = append(out, k)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
-}
+func CollectorKinds() []CollectorKind { return collectorKinds.All() }
 
 // CollectorDef is a plan's collector.
 type CollectorDef struct {
@@ -76,8 +57,8 @@ type collectorGeneric struct {
 func (p *Plan) decodeCollectors(d *yamldecode.Decoder) {
 	d.Mapping(p.keys["collectors"], "collectors", func(name string, k, v *yaml.Node) {
 		what := fmt.Sprintf("collector %q", name)
-		if reserved[name] || !validName(name) || p.Workload(name) != nil {
-			d.Errs.At(k, "collector name %q is not allowed: use letters, digits and _, not a workload's name, and avoid %s", name, reservedList())
+		if expr.Reserved(name) || !validName(name) || p.Workload(name) != nil {
+			d.Errs.At(k, "collector name %q is not allowed: use letters, digits and _, not a workload's name, and avoid %s", name, expr.ReservedList())
 			return
 		}
 		if v.Kind != yaml.MappingNode {
@@ -90,13 +71,8 @@ func (p *Plan) decodeCollectors(d *yamldecode.Decoder) {
 				kindName, _ = d.Scalar(v.Content[i+1], what+": kind")
 			}
 		}
-		var names []string
-		for _, ck := range CollectorKinds() {
-			names = append(names, ck.Name)
-		}
-		collMu.RLock()
-		kind, ok := collKinds[kindName]
-		collMu.RUnlock()
+		names := collectorKinds.Names()
+		kind, ok := collectorKinds.Lookup(kindName)
 		if !ok {
 			d.Errs.At(v, "%s: unknown kind %q%s; known: %s", what, kindName, yamldecode.Suggest(kindName, names), strings.Join(names, ", "))
 			return
@@ -110,6 +86,6 @@ func (p *Plan) decodeCollectors(d *yamldecode.Decoder) {
 			}
 		}
 		p.Collectors = append(p.Collectors, &CollectorDef{Name: name, Kind: kindName, Required: g.Required, Config: cfg})
-		p.Env.Collectors[name] = cfg.Figures()
+		p.Scope.Collectors[name] = cfg.Figures()
 	})
 }

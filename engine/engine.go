@@ -1,4 +1,8 @@
-package runner
+// Package engine runs loaded plans: it opens targets, builds workloads,
+// runs the steps in order with the per-second sampling and progress lines
+// beside them, and returns everything measured as a result, also when a run
+// fails or is interrupted.
+package engine
 
 import (
 	"context"
@@ -14,7 +18,10 @@ import (
 	"time"
 
 	"github.com/planrun/planrun/drivers"
+	"github.com/planrun/planrun/expr"
 	"github.com/planrun/planrun/metrics"
+	"github.com/planrun/planrun/plan"
+	"github.com/planrun/planrun/redact"
 	"github.com/planrun/planrun/results"
 	"github.com/planrun/planrun/units"
 	"github.com/planrun/planrun/workloads"
@@ -28,8 +35,11 @@ type Engine struct {
 	// while the run goes on.
 	Series io.Writer
 	// StopTimeout bounds how long stopping workloads and closing targets
-	// may take at the end of a run or after an interrupt.
+	// may take at the end of a run or after an interrupt (default 30s).
 	StopTimeout time.Duration
+	// ConnectTimeout bounds opening each target and creating each topic
+	// (default 60s).
+	ConnectTimeout time.Duration
 
 	mu      sync.Mutex
 	current *metrics.Collector
@@ -59,7 +69,7 @@ var ErrInterrupted = errors.New("interrupted")
 
 // Run is one combination's run as steps see it.
 type Run struct {
-	Plan    *Plan
+	Plan    *plan.Plan
 	engine  *Engine
 	coll    *metrics.Collector
 	targets map[string]drivers.Target
@@ -76,14 +86,20 @@ type Run struct {
 	curStep   string
 	failCause context.CancelCauseFunc
 	failErr   error
-	samplers  []Sampler
+	samplers  []plan.Sampler
+	// ctx ends with the run: background work such as collector scrapes
+	// hangs off it, so an interrupt cancels them.
+	ctx context.Context
 }
 
 // Execute runs every plan instance (one per matrix combination) in order
 // and returns what was measured, also when a run failed or was interrupted.
-func (e *Engine) Execute(ctx context.Context, src *Source, plans []*Plan) *results.Result {
+func (e *Engine) Execute(ctx context.Context, src *plan.Source, plans []*plan.Plan) *results.Result {
 	if e.StopTimeout == 0 {
 		e.StopTimeout = 30 * time.Second
+	}
+	if e.ConnectTimeout == 0 {
+		e.ConnectTimeout = 60 * time.Second
 	}
 	e.mu.Lock()
 	e.secrets = src.Secrets
@@ -100,7 +116,7 @@ func (e *Engine) Execute(ctx context.Context, src *Source, plans []*Plan) *resul
 	}
 	for i, p := range plans {
 		if len(plans) > 1 {
-			e.printf("== run %d/%d: %s\n", i+1, len(plans), Label(p.Combination))
+			e.printf("== run %d/%d: %s\n", i+1, len(plans), plan.Label(p.Combination))
 		}
 		run := e.executeOne(ctx, p, i, res)
 		res.Runs = append(res.Runs, run)
@@ -116,14 +132,14 @@ func (e *Engine) Execute(ctx context.Context, src *Source, plans []*Plan) *resul
 	if len(plans) > 0 {
 		res.Tables = buildTables(plans, res.Runs)
 	}
-	RedactAll(res, src.Secrets)
+	redact.RedactAll(res, src.Secrets)
 	return res
 }
 
-func redactVars(src *Source) map[string]string {
+func redactVars(src *plan.Source) map[string]string {
 	out := make(map[string]string, len(src.Vars))
 	for k, v := range src.Vars {
-		out[k] = Redact(v, src.Secrets)
+		out[k] = redact.Redact(v, src.Secrets)
 	}
 	return out
 }
@@ -133,13 +149,13 @@ func (e *Engine) printf(format string, args ...any) {
 		e.mu.Lock()
 		secrets := e.secrets
 		e.mu.Unlock()
-		fmt.Fprint(e.Out, Redact(fmt.Sprintf(format, args...), secrets))
+		fmt.Fprint(e.Out, redact.Redact(fmt.Sprintf(format, args...), secrets))
 	}
 }
 
-func (e *Engine) executeOne(ctx context.Context, p *Plan, index int, res *results.Result) results.Run {
+func (e *Engine) executeOne(ctx context.Context, p *plan.Plan, index int, res *results.Result) results.Run {
 	now := time.Now()
-	out := results.Run{Index: index, Label: Label(p.Combination), Started: now, Status: results.Passed, Kinds: map[string]string{}}
+	out := results.Run{Index: index, Label: plan.Label(p.Combination), Started: now, Status: results.Passed, Kinds: map[string]string{}, Roles: map[string]metrics.Role{}}
 	if len(p.Combination) > 0 {
 		out.Combination = map[string]string{}
 		for _, kv := range p.Combination {
@@ -154,13 +170,14 @@ func (e *Engine) executeOne(ctx context.Context, p *Plan, index int, res *result
 	defer cancelRun()
 
 	fail := func(err error) {
-		out.Status, out.Error = results.Failed, Redact(err.Error(), p.Secrets)
+		out.Status, out.Error = results.Failed, redact.Redact(err.Error(), p.Secrets)
 		if errors.Is(err, ErrInterrupted) || (ctx.Err() != nil && errors.Is(err, context.Canceled)) {
 			out.Status, out.Error = results.Interrupted, "interrupted by signal"
 		}
 	}
 
 	var bg sync.WaitGroup
+	r.ctx = runCtx
 	setupErr := r.setup(ctx, index, res)
 	if setupErr == nil {
 		bg.Add(1)
@@ -190,8 +207,9 @@ func (e *Engine) executeOne(ctx context.Context, p *Plan, index int, res *result
 	out.Metrics = r.coll.Finish(time.Now())
 	for name, w := range r.works {
 		out.Kinds[name] = w.Recorder().Kind
+		out.Roles[name] = w.Recorder().Role
 	}
-	finalRates(&out.Metrics, out.Kinds)
+	finalRates(&out.Metrics, out.Roles)
 	r.closeTargets()
 	for _, s := range r.samplers {
 		if err := s.Close(); err != nil {
@@ -210,13 +228,13 @@ func (e *Engine) executeOne(ctx context.Context, p *Plan, index int, res *result
 		}
 	}
 	out.Finished = time.Now()
-	e.summary(p, &out)
+	e.summary(&out)
 	return out
 }
 
 // finalRates turns whole-run rates into averages over each workload's
 // active time (first to last message), which is what a per-run row means.
-func finalRates(s *metrics.Snapshot, kinds map[string]string) {
+func finalRates(s *metrics.Snapshot, roles map[string]metrics.Role) {
 	for name, st := range s.Workloads {
 		st.SendRate, st.RecvRate, st.SendMBps, st.RecvMBps = 0, 0, 0, 0
 		if st.Duration > 0 {
@@ -225,11 +243,7 @@ func finalRates(s *metrics.Snapshot, kinds map[string]string) {
 			st.SendMBps = float64(st.BytesAcked) / st.Duration / 1e6
 			st.RecvMBps = float64(st.BytesReceived) / st.Duration / 1e6
 		}
-		if kinds[name] == "produce" {
-			st.Rate, st.MaxRate = st.SendRate, st.MaxSendRate
-		} else {
-			st.Rate, st.MaxRate = st.RecvRate, st.MaxRecvRate
-		}
+		st.FillRate(roles[name])
 		s.Workloads[name] = st
 	}
 }
@@ -239,8 +253,8 @@ func (r *Run) setup(ctx context.Context, index int, res *results.Result) error {
 	r.wenv = &workloads.Env{Run: uint16(rand.Uint32()), Start: r.coll.Start(), Fail: r.fail, Warn: r.Warn}
 	r.wenv.Acct = workloads.NewAccounting(r.wenv.Run)
 	for _, t := range p.Targets {
-		octx, cancel := context.WithTimeout(ctx, 60*time.Second)
-		tg, err := t.drv.Open(octx, t.Config)
+		octx, cancel := context.WithTimeout(ctx, r.engine.ConnectTimeout)
+		tg, err := t.Open(octx)
 		cancel()
 		if err != nil {
 			return fmt.Errorf("target %q (%s): %w", t.Name, t.Driver, err)
@@ -265,7 +279,7 @@ func (r *Run) setup(ctx context.Context, index int, res *results.Result) error {
 				r.Warn(fmt.Sprintf("target %q: driver %s cannot create topics; topic %q must exist", t.Name, t.Driver, topic))
 				continue
 			}
-			cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+			cctx, cancel := context.WithTimeout(ctx, r.engine.ConnectTimeout)
 			err := tc.CreateTopic(cctx, topic, t.Topics[topic].Partitions)
 			cancel()
 			if err != nil {
@@ -274,17 +288,9 @@ func (r *Run) setup(ctx context.Context, index int, res *results.Result) error {
 		}
 	}
 	for i, w := range p.Workloads {
-		tg := r.targets[w.Target]
-		var wl workloads.Workload
-		switch w.Kind {
-		case "produce":
-			wl = workloads.NewProducer(w.Name, w.Produce, w.Opts, tg, w.Target, uint16(i), r.wenv)
-		case "consume":
-			wl = workloads.NewConsumer(w.Name, w.Consume, w.Opts, tg, w.Target, r.wenv)
-		case "relay":
-			wl = workloads.NewRelay(w.Name, w.Relay, w.RelayFrom, w.Opts, tg, w.Target, w.RelayTo, w.ToOpts, r.targets[w.RelayTo.Target], w.RelayTo.Target, r.wenv)
-		case "connect":
-			wl = workloads.NewConnect(w.Name, w.Opts, tg, r.wenv)
+		wl, err := w.Section.Build(&workloads.Build{Name: w.Name, ID: uint16(i), Target: w.Target, Targets: r.Target, Env: r.wenv})
+		if err != nil {
+			return fmt.Errorf("workload %q: %w", w.Name, err)
 		}
 		r.works[w.Name] = wl
 		r.coll.Add(wl.Recorder())
@@ -308,13 +314,13 @@ func (r *Run) setup(ctx context.Context, index int, res *results.Result) error {
 // naming each figure <collector>.<figure>.
 type collectorSampler struct {
 	run    *Run
-	def    *CollectorDef
-	s      Sampler
+	def    *plan.CollectorDef
+	s      plan.Sampler
 	warned bool
 }
 
 func (c *collectorSampler) Sample() map[string]float64 {
-	ctx, cancel := context.WithTimeout(context.Background(), 900*time.Millisecond)
+	ctx, cancel := context.WithTimeout(c.run.ctx, 900*time.Millisecond)
 	defer cancel()
 	vals, err := c.s.Sample(ctx)
 	if err != nil {
@@ -347,7 +353,7 @@ func (r *Run) fail(err error) {
 
 // Warn records a problem for the output and the report.
 func (r *Run) Warn(msg string) {
-	msg = Redact(msg, r.Plan.Secrets)
+	msg = redact.Redact(msg, r.Plan.Secrets)
 	r.mu.Lock()
 	r.warnings = append(r.warnings, msg)
 	r.mu.Unlock()
@@ -414,7 +420,7 @@ func (r *Run) steps(ctx context.Context, out *results.Run) error {
 			} else if cause != nil && !errors.Is(cause, context.Canceled) {
 				err = cause
 			}
-			rec.Error = Redact(err.Error(), r.Plan.Secrets)
+			rec.Error = redact.Redact(err.Error(), r.Plan.Secrets)
 			out.Steps = append(out.Steps, rec)
 			out.FailedStep = s.Describe()
 			if errors.Is(err, ErrInterrupted) {
@@ -427,7 +433,7 @@ func (r *Run) steps(ctx context.Context, out *results.Run) error {
 	return nil
 }
 
-func describeStep(s *StepDef) string {
+func describeStep(s *plan.StepDef) string {
 	if d, ok := s.Step.(interface{ Describe() string }); ok {
 		return d.Describe()
 	}
@@ -571,19 +577,19 @@ func (r *Run) progress(ctx context.Context) {
 			}
 			w := wins[name]
 			var line string
-			switch r.works[name].Recorder().Kind {
-			case "produce":
+			switch role := r.works[name].Recorder().Role; {
+			case role.Connects:
+				line = formatGauges(st.Gauges)
+			case !role.Receives:
 				line = fmt.Sprintf("%d sent, %.1f msg/s (%.2f MB/s), latency p99 %s (run: avg %.1f ms, max %.1f ms), %d failed",
 					st.Acked, float64(st.Acked-p.Acked)/dt, float64(st.BytesAcked-p.BytesAcked)/dt/1e6, msOrNA(w.P99, w.Samples), st.Latency.Avg, st.Latency.Max, st.Failed)
-			case "connect":
-				line = formatGauges(st.Gauges)
 			default:
 				line = fmt.Sprintf("%d received, %.1f msg/s (%.2f MB/s), e2e p99 %s, backlog %d msgs (%s)",
 					st.Received, float64(st.Received-p.Received)/dt, float64(st.BytesReceived-p.BytesReceived)/dt/1e6, msOrNA(w.E2EP99, w.Samples), st.Backlog.Messages, units.Human(float64(st.Backlog.Bytes)))
 				if st.Lag >= 0 {
 					line += fmt.Sprintf(", broker lag %d", st.Lag)
 				}
-				if r.works[name].Recorder().Kind == "relay" {
+				if role.Relays() {
 					line += fmt.Sprintf(", %d relayed", st.Acked)
 				}
 			}
@@ -615,13 +621,13 @@ func formatGauges(g map[string]float64) string {
 	sort.Strings(keys)
 	parts := make([]string, len(keys))
 	for i, k := range keys {
-		parts[i] = fmt.Sprintf("%s %s", k, FormatValue(k, g[k]))
+		parts[i] = fmt.Sprintf("%s %s", k, expr.FormatValue(k, g[k]))
 	}
 	return strings.Join(parts, ", ")
 }
 
 // summary prints the run's outcome.
-func (e *Engine) summary(p *Plan, run *results.Run) {
+func (e *Engine) summary(run *results.Run) {
 	switch run.Status {
 	case results.Failed:
 		e.printf("run failed: %s\n", run.Error)

@@ -1,12 +1,11 @@
-package runner
+package plan
 
 import (
-	"fmt"
-	"reflect"
 	"strings"
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/planrun/planrun/expr"
 	"github.com/planrun/planrun/yamldecode"
 )
 
@@ -31,9 +30,9 @@ type TableSpec struct {
 
 // ColumnSpec is one column of a table.
 type ColumnSpec struct {
-	Name   string `yaml:"name" required:"true" doc:"column heading"`
-	Value  Expr   `yaml:"value" required:"true" doc:"expression evaluated for each row"`
-	Format string `yaml:"format" doc:"printf format for numbers, such as %.1f (default: 2 decimals, whole numbers as integers)"`
+	Name   string    `yaml:"name" required:"true" doc:"column heading"`
+	Value  expr.Expr `yaml:"value" required:"true" doc:"expression evaluated for each row"`
+	Format string    `yaml:"format" doc:"printf format for numbers, such as %.1f (default: 2 decimals, whole numbers as integers)"`
 }
 
 func (p *Plan) decodeReport(d *yamldecode.Decoder) {
@@ -63,14 +62,14 @@ func (p *Plan) decodeReport(d *yamldecode.Decoder) {
 		}
 		for _, c := range t.Columns {
 			if c.Format != "" {
-				if err := checkFormat(c.Format, c.Value.kind()); err != "" {
+				if err := expr.CheckFormat(c.Format, c.Value.Kind()); err != "" {
 					d.Errs.At(node, "report table %d column %q: format %q %s", i+1, c.Name, c.Format, err)
 				}
 			}
 		}
 		for _, ph := range t.Phases {
-			if !contains(p.Env.Phases, ph) {
-				d.Errs.At(node, "report table %d: no step starts phase %q%s; phases are: %s", i+1, ph, yamldecode.Suggest(ph, p.Env.Phases), strings.Join(p.Env.Phases, ", "))
+			if !contains(p.Scope.Phases, ph) {
+				d.Errs.At(node, "report table %d: no step starts phase %q%s; phases are: %s", i+1, ph, yamldecode.Suggest(ph, p.Scope.Phases), strings.Join(p.Scope.Phases, ", "))
 			}
 		}
 	}
@@ -94,43 +93,4 @@ func tableNode(report *yaml.Node, i int) *yaml.Node {
 // FileName expands {name} in a report path.
 func (p *Plan) FileName(pattern string) string {
 	return strings.ReplaceAll(pattern, "{name}", p.Name)
-}
-
-// checkFormat tries a printf format on a value of the expression's kind
-// and says what is wrong ("" when it prints cleanly).
-func checkFormat(format string, kind reflect.Kind) string {
-	if !strings.Contains(format, "%") {
-		return "needs a % verb such as %.1f"
-	}
-	var sample any
-	switch kind {
-	case reflect.Float64, reflect.Float32:
-		sample = 1.5
-	case reflect.Int, reflect.Int64:
-		sample = int64(1)
-	case reflect.String:
-		sample = "x"
-	case reflect.Bool:
-		sample = true
-	case reflect.Struct, reflect.Map, reflect.Slice:
-		return "cannot print a whole group of figures; pick one, such as .p99"
-	default:
-		// Unknown at load time (an interface value): try a number.
-		sample = 1.5
-	}
-	if out := fmt.Sprintf(format, sample); strings.Contains(out, "%!") {
-		return fmt.Sprintf("does not fit a %T value (it prints %q); for numbers use %%.0f or %%.2f", sample, out)
-	}
-	return ""
-}
-
-// FormatCell prints a table cell value.
-func FormatCell(format string, v any) string {
-	if format != "" {
-		switch v.(type) {
-		case float64, int64, int, string, bool:
-			return fmt.Sprintf(format, v)
-		}
-	}
-	return FormatValue("", v)
 }

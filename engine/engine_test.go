@@ -1,4 +1,4 @@
-package runner_test
+package engine_test
 
 import (
 	"bytes"
@@ -7,18 +7,21 @@ import (
 	"testing"
 	"time"
 
+	_ "github.com/planrun/planrun/drivers/memory"
+	"github.com/planrun/planrun/engine"
+	"github.com/planrun/planrun/plan"
 	"github.com/planrun/planrun/results"
-	"github.com/planrun/planrun/runner"
+	_ "github.com/planrun/planrun/steps"
 )
 
 func execute(t *testing.T, ctx context.Context, y string) *results.Result {
 	t.Helper()
-	src, plans, err := runner.Parse("plan.yaml", []byte(y), runner.Options{})
+	src, plans, err := plan.Parse("plan.yaml", []byte(y), plan.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	e := &runner.Engine{Out: &out, Version: "test"}
+	e := &engine.Engine{Out: &out, Version: "test"}
 	res := e.Execute(ctx, src, plans)
 	t.Log(out.String())
 	return res
@@ -141,13 +144,13 @@ steps:
   - start: producer
   - sleep: 1h
 `
-	src, plans, err := runner.Parse("plan.yaml", []byte(y), runner.Options{})
+	src, plans, err := plan.Parse("plan.yaml", []byte(y), plan.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	e := &runner.Engine{Version: "test"}
+	e := &engine.Engine{Version: "test"}
 	go func() {
 		// Interrupt once the producer has measurably run, as a user would.
 		tick := time.NewTicker(10 * time.Millisecond)

@@ -1,4 +1,4 @@
-package runner
+package redact
 
 import (
 	"testing"
@@ -23,5 +23,16 @@ func TestRedactAll(t *testing.T) {
 		res.Runs[0].Steps[0].What != "step-[redacted]" || res.Runs[0].Asserts[0].Detail != "vars.copy = x-[redacted]" ||
 		res.Runs[0].Probes["p"] != "[redacted]" || res.Runs[0].Probes["n"] != 3.0 {
 		t.Errorf("not redacted everywhere: %+v", res)
+	}
+}
+
+// A secret that contains another is replaced whole, whichever the map
+// yields first.
+func TestRedactNestedSecrets(t *testing.T) {
+	sec := map[string]bool{"abc": true, "abcdef": true}
+	for range 20 {
+		if got := Redact("key=abcdef and abc", sec); got != "key=[redacted] and [redacted]" {
+			t.Fatalf("Redact = %q", got)
+		}
 	}
 }

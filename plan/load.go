@@ -1,9 +1,14 @@
-package runner
+// Package plan is the plan model and its loading: a plan file read,
+// checked and decoded for each matrix combination, with the registries of
+// step and collector kinds. Nothing here contacts a broker.
+package plan
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -12,8 +17,9 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/planrun/planrun/drivers"
-	"github.com/planrun/planrun/yamldecode"
+	"github.com/planrun/planrun/expr"
 	"github.com/planrun/planrun/workloads"
+	"github.com/planrun/planrun/yamldecode"
 )
 
 // Source is a plan file read and checked once; Instance decodes it for one
@@ -55,7 +61,9 @@ type Plan struct {
 	Report      ReportSpec
 	Progress    time.Duration
 	Collectors  []*CollectorDef
-	Env         *ExprEnv
+	// Scope is what expressions may name; the engine builds their
+	// environment from it.
+	Scope *expr.Scope
 }
 
 // TargetDef is a plan's target.
@@ -65,6 +73,11 @@ type TargetDef struct {
 	Config any
 	Topics map[string]TopicSpec
 	drv    drivers.Driver
+}
+
+// Open connects the target (or starts its embedded broker).
+func (t *TargetDef) Open(ctx context.Context) (drivers.Target, error) {
+	return t.drv.Open(ctx, t.Config)
 }
 
 // TopicSpec is a topic the run creates before its steps.
@@ -81,29 +94,17 @@ type targetGeneric struct {
 type WorkloadDef struct {
 	Name        string
 	Target      string
-	Kind        string // produce, consume, relay, connect
+	Kind        workloads.Kind
 	Description string
-	Produce     workloads.ProduceSpec
-	Consume     workloads.ConsumeSpec
-	Relay       workloads.RelaySpec
-	RelayFrom   workloads.RelayFrom
-	RelayTo     workloads.RelayTo
-	Opts        any // driver options of the produce/consume/connect section; relay: source side
-	ToOpts      any // relay: destination side
+	// Section is the decoded kind section (produce:, consume:...); nil when
+	// it had errors of its own.
+	Section workloads.Section
 }
 
-type workloadGeneric struct {
-	Target      string    `yaml:"target" doc:"the target this workload talks to"`
-	Description string    `yaml:"description" doc:"free text, shown in reports"`
-	Produce     yaml.Node `yaml:"produce" doc:"send messages"`
-	Consume     yaml.Node `yaml:"consume" doc:"receive messages in a consumer group"`
-	Relay       yaml.Node `yaml:"relay" doc:"receive from one topic and publish each message to another"`
-	Connect     yaml.Node `yaml:"connect" doc:"hold idle connections (drivers that support it)"`
-}
-
-type relayEnds struct {
-	From yaml.Node `yaml:"from" required:"true" doc:"where to read: topic, group, from and the source driver's consume options"`
-	To   yaml.Node `yaml:"to" required:"true" doc:"where to publish: target, topic and the destination driver's produce options"`
+// WorkloadGeneric are the keys of a workload besides its kind section.
+type WorkloadGeneric struct {
+	Target      string `yaml:"target" doc:"the target this workload talks to (may be left out when the plan has one target)"`
+	Description string `yaml:"description" doc:"free text, shown in reports"`
 }
 
 // StepDef is one step with the keys every step may carry.
@@ -117,9 +118,9 @@ type StepDef struct {
 
 // Common are the keys any step may carry besides its own.
 type Common struct {
-	Name  string    `yaml:"name" doc:"a label for the step in output and reports"`
-	Phase string    `yaml:"phase" doc:"start a new metrics phase with this name before the step runs"`
-	If    *BoolExpr `yaml:"if" doc:"run the step only when this expression holds"`
+	Name  string         `yaml:"name" doc:"a label for the step in output and reports"`
+	Phase string         `yaml:"phase" doc:"start a new metrics phase with this name before the step runs"`
+	If    *expr.BoolExpr `yaml:"if" doc:"run the step only when this expression holds"`
 }
 
 // Describe is how a step is named in output: its name, or kind and line.
@@ -285,27 +286,11 @@ func parseSource(file string, data []byte, opts Options) (*Source, *yamldecode.E
 	return s, errs, nil
 }
 
-func reservedList() string {
-	var names []string
-	for k := range reserved {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	return strings.Join(names, ", ")
-}
-
 var nameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 func validName(s string) bool { return nameRE.MatchString(s) }
 
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
+func contains(list []string, s string) bool { return slices.Contains(list, s) }
 
 // Combinations lists the matrix combinations in order (the first variable
 // varies slowest); a plan without a matrix has one empty combination.
