@@ -258,3 +258,31 @@ func TestDashboardQueriesServedMetrics(t *testing.T) {
 		t.Error("the dashboard's panels have no queries")
 	}
 }
+
+// The README's Grafana section lists the metric names served, all of them.
+func TestReadmeListsServedMetrics(t *testing.T) {
+	data, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(data), "### Grafana dashboard\n")
+	if !ok {
+		t.Fatal("README has no Grafana dashboard section")
+	}
+	if i := strings.Index(section, "\n#"); i >= 0 {
+		section = section[:i]
+	}
+	fams := scrape(t, Handler(fullSnapshot))
+	listed := map[string]bool{}
+	for _, n := range metricName.FindAllString(section, -1) {
+		listed[n] = true
+		if _, ok := served(fams, n); !ok {
+			t.Errorf("the README lists %s, which the endpoint does not serve", n)
+		}
+	}
+	for n := range fams {
+		if !listed[n] {
+			t.Errorf("the README does not list %s", n)
+		}
+	}
+}
