@@ -1,21 +1,20 @@
-// Package live serves a running plan's figures in the Prometheus text
-// format, so that a Prometheus or Grafana next to the broker can show the
-// load test beside the broker's own metrics.
+// Package live serves a running plan's figures in the Prometheus
+// exposition format, so that a Prometheus or Grafana next to the broker can
+// show the load test beside the broker's own metrics.
 package live
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"net"
 	"net/http"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/planrun/planrun/metrics"
 )
@@ -54,174 +53,156 @@ func ServeListener(ctx context.Context, ln net.Listener, snap func() metrics.Sna
 	return err
 }
 
-// Handler answers GET /metrics with the snapshot's figures.
+// Handler answers GET /metrics with the figures of one snapshot per scrape,
+// from a registry of its own (the process-wide default one is not served).
 func Handler(snap func() metrics.Snapshot) http.Handler {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collector{snap: snap})
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
-		var b bytes.Buffer
-		Write(&b, snap())
-		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-		_, _ = w.Write(b.Bytes())
-	})
+	// A figure that cannot be encoded is left out rather than failing the
+	// whole scrape.
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
 	return mux
 }
 
-// Write renders s in the Prometheus text exposition format. Workload
-// figures carry a workload label; collector figures are planrun_extra
-// with name="<collector>.<figure>".
-func Write(w io.Writer, s metrics.Snapshot) {
-	names := append([]string(nil), s.Order...)
-	for _, n := range slices.Sorted(maps.Keys(s.Workloads)) {
+// collector turns a snapshot into const metrics. Workload figures carry a
+// workload label; collector figures are planrun_extra with
+// name="<collector>.<figure>".
+type collector struct {
+	snap func() metrics.Snapshot
+}
+
+var (
+	elapsedDesc = prometheus.NewDesc("planrun_elapsed_seconds", "seconds since the run started", nil, nil)
+	phaseDesc   = prometheus.NewDesc("planrun_phase", "1 for the phase the run is in", []string{"phase"}, nil)
+	gaugeDesc   = prometheus.NewDesc("planrun_workload_gauge", "figures a driver reports for a workload", []string{"workload", "name"}, nil)
+	extraDesc   = prometheus.NewDesc("planrun_extra", "collector figures, last sample", []string{"name"}, nil)
+)
+
+// workloadFigure is one figure per workload; ok false leaves the workload
+// out.
+type workloadFigure struct {
+	desc *prometheus.Desc
+	typ  prometheus.ValueType
+	v    func(metrics.Stats) (v float64, ok bool)
+}
+
+func workloadCounter(name, help string, v func(metrics.Stats) int64) workloadFigure {
+	return workloadFigure{
+		desc: prometheus.NewDesc(name, help, []string{"workload"}, nil),
+		typ:  prometheus.CounterValue,
+		v:    func(st metrics.Stats) (float64, bool) { return float64(v(st)), true },
+	}
+}
+
+func workloadGauge(name, help string, v func(metrics.Stats) (float64, bool)) workloadFigure {
+	return workloadFigure{desc: prometheus.NewDesc(name, help, []string{"workload"}, nil), typ: prometheus.GaugeValue, v: v}
+}
+
+func always(v func(metrics.Stats) float64) func(metrics.Stats) (float64, bool) {
+	return func(st metrics.Stats) (float64, bool) { return v(st), true }
+}
+
+var workloadFigures = []workloadFigure{
+	workloadCounter("planrun_messages_sent_total", "messages handed to the client to send", func(st metrics.Stats) int64 { return st.Sent }),
+	workloadCounter("planrun_messages_acked_total", "messages the broker acknowledged", func(st metrics.Stats) int64 { return st.Acked }),
+	workloadCounter("planrun_messages_failed_total", "messages that failed to send", func(st metrics.Stats) int64 { return st.Failed }),
+	workloadCounter("planrun_messages_received_total", "messages received", func(st metrics.Stats) int64 { return st.Received }),
+	workloadCounter("planrun_messages_duplicated_total", "messages received more than once", func(st metrics.Stats) int64 { return st.Duplicates }),
+	workloadCounter("planrun_bytes_acked_total", "payload bytes the broker acknowledged", func(st metrics.Stats) int64 { return st.BytesAcked }),
+	workloadCounter("planrun_bytes_received_total", "payload bytes received", func(st metrics.Stats) int64 { return st.BytesReceived }),
+	workloadGauge("planrun_running", "1 while the workload runs", always(func(st metrics.Stats) float64 { return boolValue(st.Running) })),
+	workloadGauge("planrun_send_rate", "messages acknowledged per second, last second", always(func(st metrics.Stats) float64 { return st.SendRate })),
+	workloadGauge("planrun_recv_rate", "messages received per second, last second", always(func(st metrics.Stats) float64 { return st.RecvRate })),
+	workloadGauge("planrun_send_mbps", "MB (10^6 bytes) acknowledged per second, last second", always(func(st metrics.Stats) float64 { return st.SendMBps })),
+	workloadGauge("planrun_recv_mbps", "MB (10^6 bytes) received per second, last second", always(func(st metrics.Stats) float64 { return st.RecvMBps })),
+	workloadGauge("planrun_backlog_messages", "messages acknowledged to the topic and not yet received by the group", always(func(st metrics.Stats) float64 { return float64(st.Backlog.Messages) })),
+	workloadGauge("planrun_backlog_bytes", "bytes acknowledged to the topic and not yet received by the group", always(func(st metrics.Stats) float64 { return float64(st.Backlog.Bytes) })),
+	workloadGauge("planrun_lag", "the consumer group's lag as the broker reports it", func(st metrics.Stats) (float64, bool) { return float64(st.Lag), st.Lag >= 0 }),
+	workloadGauge("planrun_lost_messages", "acknowledged messages not received", always(func(st metrics.Stats) float64 { return float64(st.Lost) })),
+}
+
+// latencyFigure is a summary per workload that measured any latency; the
+// quantile 1 is the maximum.
+type latencyFigure struct {
+	desc *prometheus.Desc
+	pick func(metrics.Stats) metrics.Latency
+}
+
+var latencyFigures = []latencyFigure{
+	{prometheus.NewDesc("planrun_latency_ms", "latency from the intended send time to the broker's ack, ms, over the run", []string{"workload"}, nil),
+		func(st metrics.Stats) metrics.Latency { return st.Latency }},
+	{prometheus.NewDesc("planrun_e2e_latency_ms", "latency from the intended send time to receipt, ms, over the run", []string{"workload"}, nil),
+		func(st metrics.Stats) metrics.Latency { return st.E2E }},
+}
+
+func quantiles(l metrics.Latency) map[float64]float64 {
+	return map[float64]float64{0.5: l.P50, 0.9: l.P90, 0.95: l.P95, 0.99: l.P99, 0.999: l.P999, 1: l.Max}
+}
+
+func (c collector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- elapsedDesc
+	ch <- phaseDesc
+	for _, f := range workloadFigures {
+		ch <- f.desc
+	}
+	for _, f := range latencyFigures {
+		ch <- f.desc
+	}
+	ch <- gaugeDesc
+	ch <- extraDesc
+}
+
+func (c collector) Collect(ch chan<- prometheus.Metric) {
+	s := c.snap()
+	send := func(d *prometheus.Desc, m prometheus.Metric, err error) {
+		if err != nil {
+			m = prometheus.NewInvalidMetric(d, err)
+		}
+		ch <- m
+	}
+	value := func(d *prometheus.Desc, typ prometheus.ValueType, v float64, labels ...string) {
+		m, err := prometheus.NewConstMetric(d, typ, v, labels...)
+		send(d, m, err)
+	}
+
+	value(elapsedDesc, prometheus.GaugeValue, s.Elapsed)
+	if s.Phase.Name != "" {
+		value(phaseDesc, prometheus.GaugeValue, 1, s.Phase.Name)
+	}
+	names := workloadNames(s)
+	for _, n := range names {
+		st := s.Workloads[n]
+		for _, f := range workloadFigures {
+			if v, ok := f.v(st); ok {
+				value(f.desc, f.typ, v, n)
+			}
+		}
+		for _, f := range latencyFigures {
+			if l := f.pick(st); l.Count > 0 {
+				m, err := prometheus.NewConstSummary(f.desc, uint64(l.Count), l.Avg*float64(l.Count), quantiles(l), n)
+				send(f.desc, m, err)
+			}
+		}
+		for _, g := range slices.Sorted(maps.Keys(st.Gauges)) {
+			value(gaugeDesc, prometheus.GaugeValue, st.Gauges[g], n, g)
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(s.Extra)) {
+		value(extraDesc, prometheus.GaugeValue, s.Extra[k], k)
+	}
+}
+
+// workloadNames is the snapshot's order, then any other workload by name,
+// each once.
+func workloadNames(s metrics.Snapshot) []string {
+	var names []string
+	for _, n := range slices.Concat(s.Order, slices.Sorted(maps.Keys(s.Workloads))) {
 		if !slices.Contains(names, n) {
 			names = append(names, n)
 		}
 	}
-	e := &encoder{w: w}
-	e.family("planrun_elapsed_seconds", "gauge", "seconds since the run started")
-	e.sample("planrun_elapsed_seconds", nil, s.Elapsed)
-	if s.Phase.Name != "" {
-		e.family("planrun_phase", "gauge", "1 for the phase the run is in")
-		e.sample("planrun_phase", []string{"phase", s.Phase.Name}, 1)
-	}
-
-	counters := []struct {
-		name, help string
-		v          func(metrics.Stats) int64
-	}{
-		{"planrun_messages_sent_total", "messages handed to the client to send", func(st metrics.Stats) int64 { return st.Sent }},
-		{"planrun_messages_acked_total", "messages the broker acknowledged", func(st metrics.Stats) int64 { return st.Acked }},
-		{"planrun_messages_failed_total", "messages that failed to send", func(st metrics.Stats) int64 { return st.Failed }},
-		{"planrun_messages_received_total", "messages received", func(st metrics.Stats) int64 { return st.Received }},
-		{"planrun_messages_duplicated_total", "messages received more than once", func(st metrics.Stats) int64 { return st.Duplicates }},
-		{"planrun_bytes_acked_total", "payload bytes the broker acknowledged", func(st metrics.Stats) int64 { return st.BytesAcked }},
-		{"planrun_bytes_received_total", "payload bytes received", func(st metrics.Stats) int64 { return st.BytesReceived }},
-	}
-	for _, c := range counters {
-		e.family(c.name, "counter", c.help)
-		for _, n := range names {
-			e.sample(c.name, []string{"workload", n}, float64(c.v(s.Workloads[n])))
-		}
-	}
-	gauges := []struct {
-		name, help string
-		v          func(metrics.Stats) (float64, bool)
-	}{
-		{"planrun_running", "1 while the workload runs", func(st metrics.Stats) (float64, bool) { return boolValue(st.Running), true }},
-		{"planrun_send_rate", "messages acknowledged per second, last second", func(st metrics.Stats) (float64, bool) { return st.SendRate, true }},
-		{"planrun_recv_rate", "messages received per second, last second", func(st metrics.Stats) (float64, bool) { return st.RecvRate, true }},
-		{"planrun_send_mbps", "MB (10^6 bytes) acknowledged per second, last second", func(st metrics.Stats) (float64, bool) { return st.SendMBps, true }},
-		{"planrun_recv_mbps", "MB (10^6 bytes) received per second, last second", func(st metrics.Stats) (float64, bool) { return st.RecvMBps, true }},
-		{"planrun_backlog_messages", "messages acknowledged to the topic and not yet received by the group", func(st metrics.Stats) (float64, bool) { return float64(st.Backlog.Messages), true }},
-		{"planrun_backlog_bytes", "bytes acknowledged to the topic and not yet received by the group", func(st metrics.Stats) (float64, bool) { return float64(st.Backlog.Bytes), true }},
-		{"planrun_lag", "the consumer group's lag as the broker reports it", func(st metrics.Stats) (float64, bool) { return float64(st.Lag), st.Lag >= 0 }},
-		{"planrun_lost_messages", "acknowledged messages not received", func(st metrics.Stats) (float64, bool) { return float64(st.Lost), true }},
-	}
-	for _, g := range gauges {
-		e.family(g.name, "gauge", g.help)
-		for _, n := range names {
-			if v, ok := g.v(s.Workloads[n]); ok {
-				e.sample(g.name, []string{"workload", n}, v)
-			}
-		}
-	}
-	e.latency("planrun_latency_ms", "latency from the intended send time to the broker's ack, ms, over the run", names, s, func(st metrics.Stats) metrics.Latency { return st.Latency })
-	e.latency("planrun_e2e_latency_ms", "latency from the intended send time to receipt, ms, over the run", names, s, func(st metrics.Stats) metrics.Latency { return st.E2E })
-
-	gaugeNames := map[string]bool{}
-	for _, n := range names {
-		for g := range s.Workloads[n].Gauges {
-			gaugeNames[g] = true
-		}
-	}
-	if len(gaugeNames) > 0 {
-		e.family("planrun_workload_gauge", "gauge", "figures a driver reports for a workload")
-		for _, g := range slices.Sorted(maps.Keys(gaugeNames)) {
-			for _, n := range names {
-				if v, ok := s.Workloads[n].Gauges[g]; ok {
-					e.sample("planrun_workload_gauge", []string{"workload", n, "name", g}, v)
-				}
-			}
-		}
-	}
-	if len(s.Extra) > 0 {
-		e.family("planrun_extra", "gauge", "collector figures, last sample")
-		for _, k := range slices.Sorted(maps.Keys(s.Extra)) {
-			e.sample("planrun_extra", []string{"name", k}, s.Extra[k])
-		}
-	}
-}
-
-// quantiles are the latency summary's quantiles.
-var quantiles = []struct {
-	q string
-	v func(metrics.Latency) float64
-}{
-	{"0.5", func(l metrics.Latency) float64 { return l.P50 }},
-	{"0.9", func(l metrics.Latency) float64 { return l.P90 }},
-	{"0.95", func(l metrics.Latency) float64 { return l.P95 }},
-	{"0.99", func(l metrics.Latency) float64 { return l.P99 }},
-	{"0.999", func(l metrics.Latency) float64 { return l.P999 }},
-	{"1", func(l metrics.Latency) float64 { return l.Max }},
-}
-
-type encoder struct {
-	w io.Writer
-}
-
-func (e *encoder) family(name, typ, help string) {
-	fmt.Fprintf(e.w, "# HELP %s %s\n# TYPE %s %s\n", name, escapeHelp(help), name, typ)
-}
-
-// sample writes one line; labels are name, value pairs.
-func (e *encoder) sample(name string, labels []string, v float64) {
-	var b strings.Builder
-	b.WriteString(name)
-	if len(labels) > 0 {
-		b.WriteByte('{')
-		for i := 0; i+1 < len(labels); i += 2 {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			b.WriteString(labels[i])
-			b.WriteString(`="`)
-			b.WriteString(escapeLabel(labels[i+1]))
-			b.WriteByte('"')
-		}
-		b.WriteByte('}')
-	}
-	b.WriteByte(' ')
-	b.WriteString(strconv.FormatFloat(v, 'g', -1, 64))
-	b.WriteByte('\n')
-	_, _ = io.WriteString(e.w, b.String())
-}
-
-// latency writes a summary per workload that measured any latency; the
-// quantile 1 is the maximum.
-func (e *encoder) latency(name, help string, names []string, s metrics.Snapshot, pick func(metrics.Stats) metrics.Latency) {
-	first := true
-	for _, n := range names {
-		l := pick(s.Workloads[n])
-		if l.Count == 0 {
-			continue
-		}
-		if first {
-			e.family(name, "summary", help)
-			first = false
-		}
-		for _, q := range quantiles {
-			e.sample(name, []string{"workload", n, "quantile", q.q}, q.v(l))
-		}
-		e.sample(name+"_sum", []string{"workload", n}, l.Avg*float64(l.Count))
-		e.sample(name+"_count", []string{"workload", n}, float64(l.Count))
-	}
-}
-
-func escapeLabel(s string) string {
-	return strings.NewReplacer(`\`, `\\`, "\n", `\n`, `"`, `\"`).Replace(s)
-}
-
-func escapeHelp(s string) string {
-	return strings.NewReplacer(`\`, `\\`, "\n", `\n`).Replace(s)
+	return names
 }
 
 func boolValue(b bool) float64 {
