@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/planrun/planrun/docs"
 	"github.com/planrun/planrun/drivers"
 	"github.com/planrun/planrun/plan"
 	"github.com/planrun/planrun/workloads"
@@ -75,6 +76,32 @@ func TestReadmeDocumentsEveryKey(t *testing.T) {
 		}
 		if o, ok := d.(drivers.ConsumeOptioner); ok {
 			check("driver "+name+" consume", yamlKeys(o.NewConsumeOptions()))
+		}
+	}
+}
+
+// The README's reference tables are generated from the components' struct
+// tags (go generate); a component whose keys or docs changed without the
+// README being regenerated fails here.
+func TestReadmeReferenceIsGenerated(t *testing.T) {
+	data, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := docs.UpdateReadme(string(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want != string(data) {
+		t.Errorf("README.md's generated reference tables are stale: run `go generate` (it runs `go run . explain --readme README.md`)")
+	}
+	// Every registered component has a table in the README.
+	for _, c := range docs.Components() {
+		for _, s := range c.Sections {
+			m := "<!-- generated: " + c.Kind + " " + c.Name + " " + s.Name + " -->"
+			if !strings.Contains(string(data), m) && c.Kind != "driver" {
+				t.Errorf("README has no generated table for %s %s (%s keys): add %q and an end marker", c.Kind, c.Name, s.Name, m)
+			}
 		}
 	}
 }

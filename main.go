@@ -2,6 +2,9 @@
 // YAML plans and prints the tables the procedures ask for.
 package main
 
+// The README's reference tables come from the components' struct tags.
+//go:generate go run . explain --readme README.md
+
 import (
 	"context"
 	"errors"
@@ -15,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/planrun/planrun/docs"
 	"github.com/planrun/planrun/engine"
 	"github.com/planrun/planrun/live"
 	"github.com/planrun/planrun/plan"
@@ -42,6 +46,9 @@ Usage:
   planrun validate PLAN.yaml...        check plans without contacting anything
   planrun report [--out DIR] RESULT.json   write the reports again from a saved result
   planrun compare A.json B.json        two saved results side by side, with the change in percent
+  planrun explain [KIND] [NAME]        what a driver, workload kind, step, collector or plan
+                                       section does and every key it takes (explain kafka,
+                                       explain step wait); without a name, the list
   planrun version
 
 Flags (before or after the plan):
@@ -74,6 +81,7 @@ type cli struct {
 	// connectTimeout and stopTimeout bound opening targets and stopping
 	// workloads; zero leaves the engine's defaults.
 	connectTimeout, stopTimeout time.Duration
+	readme                      string // explain --readme: the README whose tables to regenerate
 	args                        []string
 }
 
@@ -129,6 +137,12 @@ func parseArgs(args []string) (*cli, error) {
 			} else {
 				c.stopTimeout = d
 			}
+		case "--readme", "-readme":
+			v, err := next()
+			if err != nil {
+				return nil, err
+			}
+			c.readme = v
 		case "--quiet", "-quiet", "-q":
 			c.quiet = true
 		case "-h", "--help", "-help":
@@ -143,7 +157,7 @@ func parseArgs(args []string) (*cli, error) {
 	if c.cmd == "" {
 		if len(c.args) > 0 {
 			switch c.args[0] {
-			case "run", "validate", "version", "report", "compare", "help":
+			case "run", "validate", "version", "report", "compare", "explain", "help":
 				c.cmd, c.args = c.args[0], c.args[1:]
 			}
 		}
@@ -173,6 +187,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return report(c, stdout, stderr)
 	case "compare":
 		return compare(c, stdout, stderr)
+	case "explain":
+		return explain(c, stdout, stderr)
 	}
 	if len(c.args) != 1 {
 		fmt.Fprintf(stderr, "planrun: run takes one plan file\n\n%s", usage)
@@ -377,5 +393,45 @@ func compare(c *cli, stdout, stderr io.Writer) int {
 		rs[i] = r
 	}
 	reporters.Compare(stdout, rs[0], rs[1])
+	return exitOK
+}
+
+func explain(c *cli, stdout, stderr io.Writer) int {
+	if c.readme != "" {
+		return updateReadme(c.readme, stderr)
+	}
+	if len(c.args) == 0 {
+		docs.List(stdout)
+		return exitOK
+	}
+	cs, err := docs.Find(c.args)
+	if err != nil {
+		fmt.Fprintf(stderr, "planrun: %v\n", err)
+		return exitBadPlan
+	}
+	for i, comp := range cs {
+		if i > 0 {
+			fmt.Fprintln(stdout)
+		}
+		docs.Text(stdout, comp)
+	}
+	return exitOK
+}
+
+// updateReadme regenerates the README's reference tables (go generate).
+func updateReadme(path string, stderr io.Writer) int {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		fmt.Fprintf(stderr, "planrun: %v\n", err)
+		return exitBadPlan
+	}
+	out, err := docs.UpdateReadme(string(data))
+	if err == nil {
+		err = os.WriteFile(path, []byte(out), 0o644)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "planrun: %v\n", err)
+		return exitRunFailure
+	}
 	return exitOK
 }

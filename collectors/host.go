@@ -69,9 +69,9 @@ func hostDoc() string {
 type Host struct {
 	PID             int      `yaml:"pid" doc:"also measure this process (proc_cpu, rss_mb)"`
 	PIDFile         string   `yaml:"pidfile" doc:"also measure the process whose id this file holds; the file is read again when that process is gone, so a restarted broker is followed"`
-	Interfaces      []string `yaml:"interfaces" doc:"network interfaces summed into net_in_mbps and net_out_mbps (default: all except loopback)"`
+	Interfaces      []string `yaml:"interfaces" default:"all except loopback" doc:"network interfaces summed into net_in_mbps and net_out_mbps"`
 	IncludeLoopback bool     `yaml:"include_loopback" doc:"without interfaces, count loopback too: an embedded broker and its clients on one machine only talk over loopback"`
-	Disks           []string `yaml:"disks" doc:"block devices summed into disk_read_mbps and disk_write_mbps (default: every whole disk, no partitions, loop or device-mapper devices)"`
+	Disks           []string `yaml:"disks" default:"every whole disk" doc:"block devices summed into disk_read_mbps and disk_write_mbps (by default no partitions, loop or device-mapper devices)"`
 }
 
 // Check rejects settings that cannot work on any machine.

@@ -39,7 +39,7 @@ const maxScrapeBytes = 64 << 20
 // Prometheus is the prometheus collector's configuration.
 type Prometheus struct {
 	URL         string                `yaml:"url" required:"true" doc:"the endpoint to scrape, such as http://localhost:9100/metrics"`
-	Timeout     time.Duration         `yaml:"timeout" doc:"how long one scrape may take (default 800ms; samples are taken every second)"`
+	Timeout     time.Duration         `yaml:"timeout" default:"800ms" doc:"how long one scrape may take (samples are taken every second)"`
 	Headers     map[string]string     `yaml:"headers" doc:"HTTP headers sent with every scrape (use bearer_token or password for credentials, which are redacted)"`
 	BearerToken string                `yaml:"bearer_token" secret:"true" doc:"sent as Authorization: Bearer <token>"`
 	Username    string                `yaml:"username" doc:"HTTP basic authentication user"`
@@ -52,7 +52,7 @@ type Prometheus struct {
 type PromMetric struct {
 	Series string  `yaml:"series" required:"true" doc:"selector: a metric name with optional exact label matches, name{label=\"value\",...}; the values of all matching series are summed"`
 	Rate   *bool   `yaml:"rate" doc:"report the per-second increase instead of the value (default: true for counters and histogram or summary _sum, _count and _bucket series, false otherwise)"`
-	Scale  float64 `yaml:"scale" doc:"multiply the figure by this, after the rate (default 1): 100 turns CPU seconds per second into %, 1e-6 bytes into MB"`
+	Scale  float64 `yaml:"scale" default:"1" doc:"multiply the figure by this, after the rate: 100 turns CPU seconds per second into %, 1e-6 bytes into MB"`
 }
 
 // promMetricFields decodes the mapping form without recursing into UnmarshalPlan.

@@ -49,9 +49,10 @@ type CollectorDef struct {
 	Config   CollectorConfig
 }
 
-type collectorGeneric struct {
+// CollectorGeneric are a collector's keys besides its kind's own.
+type CollectorGeneric struct {
 	Kind     string `yaml:"kind" required:"true" doc:"collector kind"`
-	Required bool   `yaml:"required" doc:"end the run when a sample fails (default: report the failure and go on)"`
+	Required bool   `yaml:"required" default:"false" doc:"end the run when a sample fails; otherwise the failure is reported once and sampling goes on"`
 }
 
 func (p *Plan) decodeCollectors(d *yamldecode.Decoder) {
@@ -77,7 +78,7 @@ func (p *Plan) decodeCollectors(d *yamldecode.Decoder) {
 			d.Errs.At(v, "%s: unknown kind %q%s; known: %s", what, kindName, yamldecode.Suggest(kindName, names), strings.Join(names, ", "))
 			return
 		}
-		var g collectorGeneric
+		var g CollectorGeneric
 		cfg := kind.New()
 		d.DecodeStructs(v, what, &g, cfg)
 		if c, ok := cfg.(interface{ Check() error }); ok {

@@ -102,7 +102,7 @@ func (p *Plan) decodeTargets(d *yamldecode.Decoder) {
 			d.Errs.At(v, "%s must be a mapping with driver: and the driver's settings", what)
 			return
 		}
-		var g targetGeneric
+		var g TargetGeneric
 		drvName := ""
 		for i := 0; i+1 < len(v.Content); i += 2 {
 			if v.Content[i].Value == "driver" {

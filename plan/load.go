@@ -85,7 +85,8 @@ type TopicSpec struct {
 	Partitions int `yaml:"partitions" doc:"partitions (Kafka) or queues (RocketMQ) to create the topic with"`
 }
 
-type targetGeneric struct {
+// TargetGeneric are a target's keys besides its driver's own.
+type TargetGeneric struct {
 	Driver string               `yaml:"driver" required:"true" doc:"protocol driver"`
 	Topics map[string]TopicSpec `yaml:"topics" doc:"topics to create before the steps run, with their partition (queue) counts"`
 }
@@ -131,7 +132,22 @@ func (s *StepDef) Describe() string {
 	return fmt.Sprintf("step %d (%s, line %d)", s.Index+1, s.Kind, s.Line)
 }
 
-var topKeys = []string{"name", "description", "vars", "matrix", "targets", "workloads", "steps", "collectors", "report", "progress"}
+// TopLevel are the keys at the top of a plan. The loader reads each
+// section on its own; this struct names and documents them.
+type TopLevel struct {
+	Name        string              `yaml:"name" required:"true" doc:"the plan's name; report files are named after it"`
+	Description string              `yaml:"description" doc:"free text, printed in the report"`
+	Vars        map[string]string   `yaml:"vars" doc:"variables, name: default; each can be overridden with --set name=value and is used as ${name} or vars.name"`
+	Matrix      map[string][]string `yaml:"matrix" doc:"variables with lists of values: the steps run once per combination"`
+	Targets     yaml.Node           `yaml:"targets" doc:"the brokers and other systems, by name (see targets)"`
+	Workloads   yaml.Node           `yaml:"workloads" doc:"background activities over targets, by name (see workloads); a plan needs workloads or collectors"`
+	Steps       yaml.Node           `yaml:"steps" required:"true" doc:"what to do, in order (see steps)"`
+	Collectors  yaml.Node           `yaml:"collectors" doc:"figures sampled every second besides the workloads' own (see collectors)"`
+	Report      ReportSpec          `yaml:"report" doc:"titles, extra tables, file names"`
+	Progress    time.Duration       `yaml:"progress" default:"5s" doc:"how often progress lines are printed; 0s = never"`
+}
+
+var topKeys = yamldecode.Fields(TopLevel{})
 
 // Options are what the command line adds to a plan.
 type Options struct {

@@ -12,27 +12,27 @@ import (
 // ReportSpec is a plan's report section.
 type ReportSpec struct {
 	Title    string      `yaml:"title" doc:"heading of the report (default: the plan's name)"`
-	Markdown string      `yaml:"markdown" doc:"markdown file to write, relative to --out; {name} is the plan's name (default {name}.md)"`
-	JSON     string      `yaml:"json" doc:"JSON file with everything measured, relative to --out (default {name}.json)"`
+	Markdown string      `yaml:"markdown" default:"{name}.md" doc:"markdown file to write, relative to --out; {name} is the plan's name"`
+	JSON     string      `yaml:"json" default:"{name}.json" doc:"JSON file with everything measured, relative to --out"`
 	Tables   []TableSpec `yaml:"tables" doc:"tables of your own, besides the standard per-phase table"`
-	Series   *bool       `yaml:"series" doc:"keep per-second series in the JSON file (default true)"`
-	Formats  []string    `yaml:"formats" doc:"extra outputs by reporter name (csv, junit, chart... when available)"`
+	Series   *bool       `yaml:"series" default:"true" doc:"keep per-second series in the JSON file"`
+	Formats  []string    `yaml:"formats" doc:"extra outputs: chart (a PNG per run: rates, backlog and p99 latency over time, phases marked, linked from the markdown), csv (the per-second series; -extra.csv for collector figures), junit (JUnit XML, one test case per assert, for CI)"`
 }
 
 // TableSpec is a table whose cells are expressions.
 type TableSpec struct {
-	Title     string       `yaml:"title" doc:"the table's heading"`
-	Rows      string       `yaml:"rows" doc:"phases: a row per phase (per run in a matrix); runs: a row per matrix combination"`
+	Title     string       `yaml:"title" default:"the plan's name" doc:"heading of the report"`
+	Rows      string       `yaml:"rows" default:"phases" doc:"phases (a row per phase, per run in a matrix) or runs (a row per matrix combination); planrun adds the leading columns itself: the matrix variables' values in a matrix plan, and the phase name with rows: phases"`
 	Phases    []string     `yaml:"phases" doc:"with rows: phases, only these phases"`
 	Transpose bool         `yaml:"transpose" doc:"rows become columns: one row per column expression, one column per phase or run (like the vendors' table 7)"`
-	Columns   []ColumnSpec `yaml:"columns" required:"true" doc:"the table's columns"`
+	Columns   []ColumnSpec `yaml:"columns" required:"true" doc:"the table's columns, in order"`
 }
 
 // ColumnSpec is one column of a table.
 type ColumnSpec struct {
 	Name   string    `yaml:"name" required:"true" doc:"column heading"`
 	Value  expr.Expr `yaml:"value" required:"true" doc:"expression evaluated for each row"`
-	Format string    `yaml:"format" doc:"printf format for numbers, such as %.1f (default: 2 decimals, whole numbers as integers)"`
+	Format string    `yaml:"format" default:"2 decimals, whole numbers as integers" doc:"printf format for numbers, such as %.1f"`
 }
 
 func (p *Plan) decodeReport(d *yamldecode.Decoder) {

@@ -50,8 +50,8 @@ func (s *Sleep) Run(ctx context.Context, r plan.Runtime) error {
 type Wait struct {
 	Until     expr.BoolExpr `yaml:"wait" required:"true" doc:"expression that ends the wait when true"`
 	Timeout   time.Duration `yaml:"timeout" doc:"give up after this long; required unless the condition uses elapsed or phase.elapsed"`
-	Poll      time.Duration `yaml:"poll" doc:"how often to evaluate the condition (default 200ms)"`
-	OnTimeout string        `yaml:"on_timeout" doc:"fail (default: the run ends with exit code 3) or continue with the next step"`
+	Poll      time.Duration `yaml:"poll" default:"200ms" doc:"how often to evaluate the condition"`
+	OnTimeout string        `yaml:"on_timeout" default:"fail" doc:"fail (the run ends with exit code 3) or continue with the next step"`
 }
 
 // Check insists that a wait can end.

@@ -21,7 +21,7 @@ type Probe struct {
 	Target  string        `yaml:"probe" required:"true" doc:"target to ask (its driver must support probes, like redis)"`
 	Command []string      `yaml:"command" required:"true" doc:"the command and its arguments, such as [HLEN, messages]"`
 	As      string        `yaml:"as" required:"true" doc:"name of the result in expressions and reports: probes.<as>"`
-	Timeout time.Duration `yaml:"timeout" doc:"how long the query may take (default 10s)"`
+	Timeout time.Duration `yaml:"timeout" default:"10s" doc:"how long the query may take"`
 }
 
 // Check checks the target and the result name.

@@ -79,7 +79,7 @@ func stopAll(ctx context.Context, ws []workloads.Workload) error {
 // Restart stops then starts workloads.
 type Restart struct {
 	Workloads []string      `yaml:"restart" doc:"workloads to restart, or all"`
-	Pause     time.Duration `yaml:"pause" doc:"how long to stay stopped before starting again (default 0s)"`
+	Pause     time.Duration `yaml:"pause" default:"0s" doc:"how long to stay stopped before starting again"`
 }
 
 // Check checks the names.

@@ -20,6 +20,9 @@ type Kind struct {
 	Name string
 	Doc  string
 	Role metrics.Role
+	// Keys are structs whose tagged fields are the section's own keys
+	// (beside the driver's), for `planrun explain` and the README.
+	Keys []any
 	// New returns an empty section of this kind to decode into.
 	New func() Section
 }

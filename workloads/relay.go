@@ -257,7 +257,15 @@ func (u *unbounded) pop(ctx context.Context) (relayed, bool) {
 }
 
 var relayKind = Kind{Name: "relay", Doc: "receive from one topic and publish each message to another",
-	Role: metrics.Role{Sends: true, Receives: true}, New: func() Section { return &RelaySection{} }}
+	Role: metrics.Role{Sends: true, Receives: true}, Keys: []any{RelaySpec{}, relayKeys{}},
+	New: func() Section { return &RelaySection{} }}
+
+// relayKeys documents from: and to:, which decode in two passes (the
+// destination's driver is known only once to: names its target).
+type relayKeys struct {
+	From RelayFrom `yaml:"from" required:"true" doc:"where to read, with the source driver's consume keys"`
+	To   RelayTo   `yaml:"to" required:"true" doc:"where to publish, with the destination driver's produce keys"`
+}
 
 func init() { RegisterKind(relayKind) }
 

@@ -12,13 +12,13 @@ import (
 // ProduceSpec is the generic part of a workload's produce section.
 type ProduceSpec struct {
 	Topic    string        `yaml:"topic" required:"true" doc:"topic to send to"`
-	Size     units.Size    `yaml:"size" doc:"payload size of each message (default 1KiB); a planrun header takes the first 22 bytes when it fits"`
-	Threads  int           `yaml:"threads" doc:"concurrent senders, each waiting for its ack (default 1)"`
+	Size     units.Size    `yaml:"size" default:"1KiB" doc:"payload size of each message; planrun's header (run, producer stream, sequence number, intended send time) takes the first 22 bytes when the size allows, a short one 11 to 21 bytes"`
+	Threads  int           `yaml:"threads" default:"1" doc:"concurrent senders, each waiting for its ack"`
 	Rate     float64       `yaml:"rate" doc:"target messages per second over all threads; 0 or absent = as fast as acks allow"`
 	Interval time.Duration `yaml:"interval" doc:"instead of rate: every source (client or thread) sends one message per interval"`
 	Count    int64         `yaml:"count" doc:"stop after this many messages in total (across restarts); 0 = until stopped"`
 	Duration time.Duration `yaml:"duration" doc:"stop this long after each start"`
-	Keys     string        `yaml:"keys" doc:"message keys: none (default), sequence, or random"`
+	Keys     string        `yaml:"keys" default:"none" doc:"message keys: none, sequence, or random"`
 	// ConnectFirst is for fleets: the seed procedures connect every client
 	// before anyone publishes.
 	ConnectFirst bool `yaml:"connect_first" doc:"wait until every client connection is open before the first send (drivers with background connects, like mqtt)"`
@@ -59,11 +59,11 @@ func (s *ProduceSpec) defaults() {
 // ConsumeSpec is the generic part of a workload's consume section.
 type ConsumeSpec struct {
 	Topic       string        `yaml:"topic" required:"true" doc:"topic to read"`
-	Group       string        `yaml:"group" doc:"consumer group (default: the workload's name); a restarted consumer continues from the group's committed position"`
-	From        string        `yaml:"from" doc:"where a group with no committed position starts: earliest (default) or latest"`
-	Consumers   int           `yaml:"consumers" doc:"consumer instances in the group inside this workload (default 1)"`
+	Group       string        `yaml:"group" default:"the workload's name" doc:"consumer group; a restarted consumer continues from the group's committed position"`
+	From        string        `yaml:"from" default:"earliest" doc:"where a group with no committed position starts: earliest or latest"`
+	Consumers   int           `yaml:"consumers" default:"1" doc:"consumer instances in the group inside this workload"`
 	Count       int64         `yaml:"count" doc:"stop after receiving this many messages in total; 0 = until stopped"`
-	LagInterval time.Duration `yaml:"lag_interval" doc:"how often to ask the broker for the group's lag (default 1s; 0s = never)"`
+	LagInterval time.Duration `yaml:"lag_interval" default:"1s" doc:"how often to ask the broker for the group's lag; 0s = never"`
 }
 
 // Check reports problems a plan author can fix.
@@ -85,21 +85,21 @@ func (s *ConsumeSpec) Check() []string {
 
 // RelaySpec is a relay's source and destination.
 type RelaySpec struct {
-	Mode    string `yaml:"mode" doc:"queue: hand each message to an unbounded worker queue; pool (default): a bounded pool of threads that makes the receiver wait when all are busy"`
-	Threads int    `yaml:"threads" doc:"workers that publish to the destination (default 1)"`
+	Mode    string `yaml:"mode" default:"pool" doc:"pool: a bounded pool of threads; the receiver waits when all are busy. queue: each message goes to an unbounded queue the threads drain; the receiver never waits"`
+	Threads int    `yaml:"threads" default:"1" doc:"workers that publish to the destination"`
 	Count   int64  `yaml:"count" doc:"stop after relaying this many messages; 0 = until stopped"`
 }
 
 // RelayFrom is where a relay reads (decoded with the source driver's consume options).
 type RelayFrom struct {
 	Topic string `yaml:"topic" required:"true" doc:"topic to read"`
-	Group string `yaml:"group" doc:"consumer group (default: the workload's name)"`
-	From  string `yaml:"from" doc:"earliest (default) or latest for a new group"`
+	Group string `yaml:"group" default:"the workload's name" doc:"consumer group"`
+	From  string `yaml:"from" default:"earliest" doc:"where a group with no committed position starts: earliest or latest"`
 }
 
 // RelayTo is where a relay writes (decoded with the destination driver's produce options).
 type RelayTo struct {
-	Target string `yaml:"target" doc:"target to publish to (default: the workload's target)"`
+	Target string `yaml:"target" default:"the workload's target" doc:"target to publish to"`
 	Topic  string `yaml:"topic" required:"true" doc:"topic to publish to"`
 }
 

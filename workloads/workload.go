@@ -438,9 +438,9 @@ func sumGauges(dcs []drivers.Consumer) func() map[string]float64 {
 
 var (
 	produceKind = Kind{Name: "produce", Doc: "send messages", Role: metrics.Role{Sends: true},
-		New: func() Section { return &ProduceSection{} }}
+		Keys: []any{ProduceSpec{}}, New: func() Section { return &ProduceSection{} }}
 	consumeKind = Kind{Name: "consume", Doc: "receive messages in a consumer group", Role: metrics.Role{Receives: true},
-		New: func() Section { return &ConsumeSection{} }}
+		Keys: []any{ConsumeSpec{}}, New: func() Section { return &ConsumeSection{} }}
 )
 
 func init() {
