@@ -134,3 +134,11 @@ func (c *Decoding) report(problems []string) {
 		c.Errorf("%s", p)
 	}
 }
+
+// decodeChecked decodes the section into a generic spec and the target
+// driver's options, then checks both.
+func (c *Decoding) decodeChecked(spec interface{ Check() []string }, opts any) {
+	c.D.DecodeStructs(c.Node, c.What, spec, opts)
+	c.report(spec.Check())
+	c.CheckOptions(c.Target.Driver, opts, c.What)
+}

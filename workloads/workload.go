@@ -457,9 +457,7 @@ type ProduceSection struct {
 // Decode reads the generic produce keys and the driver's own.
 func (s *ProduceSection) Decode(c *Decoding) {
 	s.Opts = ProduceOptions(c.Target.Driver)
-	c.D.DecodeStructs(c.Node, c.What, &s.Spec, s.Opts)
-	c.report(s.Spec.Check())
-	c.CheckOptions(c.Target.Driver, s.Opts, c.What)
+	c.decodeChecked(&s.Spec, s.Opts)
 }
 
 // Build makes the producer.
@@ -476,9 +474,7 @@ type ConsumeSection struct {
 // Decode reads the generic consume keys and the driver's own.
 func (s *ConsumeSection) Decode(c *Decoding) {
 	s.Opts = ConsumeOptions(c.Target.Driver)
-	c.D.DecodeStructs(c.Node, c.What, &s.Spec, s.Opts)
-	c.report(s.Spec.Check())
-	c.CheckOptions(c.Target.Driver, s.Opts, c.What)
+	c.decodeChecked(&s.Spec, s.Opts)
 }
 
 // Build makes the consumer.
