@@ -5,10 +5,9 @@ package drivers
 
 import (
 	"context"
-	"fmt"
-	"sort"
-	"sync"
 	"time"
+
+	"github.com/planrun/planrun/registry"
 )
 
 // Message is one message as a workload sends it or a consumer receives it.
@@ -123,41 +122,17 @@ type Describer interface {
 	Describe() string
 }
 
-var (
-	mu       sync.RWMutex
-	registry = map[string]Driver{}
-)
+var registered = registry.New[Driver]("driver")
 
 // Register makes a driver available to plans under name. Drivers call it
 // from init; registering a name twice is a programming error.
-func Register(name string, d Driver) {
-	mu.Lock()
-	defer mu.Unlock()
-	if _, dup := registry[name]; dup {
-		panic(fmt.Sprintf("drivers: %q registered twice", name))
-	}
-	registry[name] = d
-}
+func Register(name string, d Driver) { registered.Register(name, d) }
 
 // Lookup returns the driver registered under name.
-func Lookup(name string) (Driver, bool) {
-	mu.RLock()
-	defer mu.RUnlock()
-	d, ok := registry[name]
-	return d, ok
-}
+func Lookup(name string) (Driver, bool) { return registered.Lookup(name) }
 
 // Names lists registered drivers, sorted.
-func Names() []string {
-	mu.RLock()
-	defer mu.RUnlock()
-	names := make([]string, 0, len(registry))
-	for n := range registry {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
-}
+func Names() []string { return registered.Names() }
 
 // Sourcer is a Producer that holds several client connections (an MQTT
 // fleet). The workload spreads Message.Source over 0..Sources()-1 and an
