@@ -107,7 +107,8 @@ func (c *TargetConfig) version() (sarama.KafkaVersion, error) {
 	return kv, nil
 }
 
-func checkTarget(c *TargetConfig) error {
+// Check implements drivers.Checker.
+func (c *TargetConfig) Check() error {
 	if strings.TrimSpace(c.Brokers) == "" {
 		return errors.New(`kafka: brokers is empty; give host:port[,host:port...] or "embedded"`)
 	}
@@ -153,7 +154,8 @@ func checkTarget(c *TargetConfig) error {
 	return nil
 }
 
-func checkProduce(o *ProduceOptions) error {
+// Check implements drivers.Checker.
+func (o *ProduceOptions) Check() error {
 	if _, err := acksOf(o.Acks); err != nil {
 		return err
 	}
@@ -180,7 +182,8 @@ func checkProduce(o *ProduceOptions) error {
 	return nil
 }
 
-func checkConsume(o *ConsumeOptions) error {
+// Check implements drivers.Checker.
+func (o *ConsumeOptions) Check() error {
 	if _, err := strategyOf(o.Rebalance); err != nil {
 		return err
 	}
