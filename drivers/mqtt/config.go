@@ -79,7 +79,8 @@ var schemes = map[string]bool{ // scheme -> uses TLS
 	"ws": false, "wss": true,
 }
 
-func checkTarget(c *TargetConfig) error {
+// Check implements drivers.Checker.
+func (c *TargetConfig) Check() error {
 	raw := strings.TrimSpace(c.URL)
 	if raw == "" {
 		return errors.New(`mqtt: url is empty; give tcp://host:port, ssl://host:port or "embedded"`)
@@ -229,7 +230,8 @@ func boolOf(b *bool, def bool) bool {
 	return *b
 }
 
-func checkProduce(o *ProduceOptions) error {
+// Check implements drivers.Checker.
+func (o *ProduceOptions) Check() error {
 	if o.Clients < 0 {
 		return fmt.Errorf("mqtt: clients %d is negative", o.Clients)
 	}
@@ -254,7 +256,8 @@ func checkProduce(o *ProduceOptions) error {
 	return nil
 }
 
-func checkConsume(o *ConsumeOptions) error {
+// Check implements drivers.Checker.
+func (o *ConsumeOptions) Check() error {
 	if o.Clients < 0 {
 		return fmt.Errorf("mqtt: clients %d is negative", o.Clients)
 	}

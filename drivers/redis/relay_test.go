@@ -16,7 +16,7 @@ import (
 func TestMQTTToRedisRelay(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
 	defer cancel()
-	mt, err := mqtt.Driver{}.Open(ctx, &mqtt.TargetConfig{URL: mqtt.Embedded})
+	mt, err := mqtt.Driver.Open(ctx, &mqtt.TargetConfig{URL: mqtt.Embedded})
 	if err != nil {
 		t.Fatal(err)
 	}
