@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/planrun/planrun/drivers"
 	"github.com/planrun/planrun/drivers/mqtt"
 	"github.com/planrun/planrun/drivers/redis"
 	"github.com/planrun/planrun/workloads"
@@ -21,7 +22,7 @@ func TestMQTTToRedisRelay(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer mt.Close()
-	rt, err := redis.Driver{}.Open(ctx, &redis.TargetConfig{Addr: redis.Embedded})
+	rt, err := redis.Driver.Open(ctx, &redis.TargetConfig{Addr: redis.Embedded})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +46,10 @@ func TestMQTTToRedisRelay(t *testing.T) {
 	}
 	defer prod.Stop(context.Background())
 
-	prober := rt.(*redis.Target)
+	prober, ok := drivers.As[drivers.Prober](rt)
+	if !ok {
+		t.Fatal("redis targets cannot answer probes")
+	}
 	for {
 		v, err := prober.Probe(ctx, []string{"HLEN", "telemetry"})
 		if err != nil {
