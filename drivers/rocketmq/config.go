@@ -103,7 +103,8 @@ func (c *TargetConfig) wrap(name string) string {
 // nameRE is what RocketMQ accepts in topic, group and instance names.
 var nameRE = regexp.MustCompile(`^[%|a-zA-Z0-9_-]+$`)
 
-func checkTarget(c *TargetConfig) error {
+// Check implements drivers.Checker.
+func (c *TargetConfig) Check() error {
 	if strings.TrimSpace(c.NameServers) == "" {
 		return errors.New(`rocketmq: nameservers is empty; give host:port[;host:port...] or "embedded"`)
 	}
@@ -156,7 +157,8 @@ func modeOf(s string) (string, error) {
 	return "", fmt.Errorf("rocketmq: mode %q: use sync, async or oneway", s)
 }
 
-func checkProduce(o *ProduceOptions) error {
+// Check implements drivers.Checker.
+func (o *ProduceOptions) Check() error {
 	if _, err := modeOf(o.Mode); err != nil {
 		return err
 	}
@@ -172,7 +174,8 @@ func checkProduce(o *ProduceOptions) error {
 	return nil
 }
 
-func checkConsume(o *ConsumeOptions) error {
+// Check implements drivers.Checker.
+func (o *ConsumeOptions) Check() error {
 	switch {
 	case o.MaxBatch < 0 || o.MaxBatch > 1024:
 		return fmt.Errorf("rocketmq: max_batch must be from 1 to 1024, got %d", o.MaxBatch)
