@@ -30,6 +30,8 @@ type Message struct {
 // Driver opens targets of one protocol. Config types are plain structs with
 // `yaml` tags; the plan loader decodes the target's section into them and
 // reports unknown keys with their position, so drivers never see raw YAML.
+// Drivers are made with Define, which keeps this untyped face for the
+// loader and gives the driver its own types.
 type Driver interface {
 	// NewTargetConfig returns a pointer to a zero target config struct.
 	NewTargetConfig() any
@@ -56,7 +58,8 @@ type ConfigChecker interface {
 	CheckConfig(cfg any) error
 }
 
-// Target is one connected endpoint (a cluster).
+// Target is one connected endpoint (a cluster). Its optional abilities
+// (LagReader, TopicCreator, Describer, Prober, Connector) are found with As.
 type Target interface {
 	NewProducer(ctx context.Context, spec ProducerSpec) (Producer, error)
 	NewConsumer(ctx context.Context, spec ConsumerSpec) (Consumer, error)
@@ -68,7 +71,7 @@ type ProducerSpec struct {
 	Workload string // workload name, for error messages and client ids
 	Topic    string
 	Threads  int // how many goroutines will call Send concurrently
-	Options  any // the driver's produce options (ProduceOptioner), or nil
+	Options  any // the driver's produce options (ProduceOptioner), or nil; Define hands them to the driver typed
 }
 
 // ConsumerSpec says what a workload wants to receive.
