@@ -1,16 +1,14 @@
 package kafka
 
 import (
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/IBM/sarama"
 
+	"github.com/planrun/planrun/drivers/tlsconf"
 	"github.com/planrun/planrun/units"
 )
 
@@ -41,7 +39,8 @@ type TargetConfig struct {
 	ReplicationFactor int           `yaml:"replication_factor" doc:"Replication factor of topics planrun creates (default: the broker's default.replication.factor)."`
 }
 
-// TLSConfig enables TLS towards the brokers.
+// TLSConfig enables TLS towards the brokers. Beside enabled it holds the
+// fields of tlsconf.Config, which the decoder cannot inline.
 type TLSConfig struct {
 	Enabled            bool   `yaml:"enabled" doc:"Connect with TLS."`
 	CAFile             string `yaml:"ca_file" doc:"PEM file of CA certificates to trust instead of the system pool."`
@@ -128,14 +127,14 @@ func (c *TargetConfig) Check() error {
 	if c.ReplicationFactor < 0 {
 		return fmt.Errorf("kafka: replication_factor %d is negative", c.ReplicationFactor)
 	}
-	t := c.TLS
-	if (t.CertFile == "") != (t.KeyFile == "") {
-		return errors.New("kafka: tls.cert_file and tls.key_file go together; give both or neither")
+	tf := c.TLS.files()
+	if err := tf.Check(); err != nil {
+		return fmt.Errorf("kafka: %w", err)
 	}
-	if !t.Enabled && (t.CAFile != "" || t.CertFile != "" || t.InsecureSkipVerify) {
+	if !c.TLS.Enabled && tf.Given() {
 		return errors.New("kafka: tls settings are given but tls.enabled is false")
 	}
-	if t.Enabled && c.embedded() {
+	if c.TLS.Enabled && c.embedded() {
 		return errors.New("kafka: tls is not available with brokers: embedded")
 	}
 	s := c.SASL
@@ -271,9 +270,9 @@ func baseConfig(c *TargetConfig) (*sarama.Config, error) {
 		sc.Net.DialTimeout = defaultDialTimeout
 	}
 	if c.TLS.Enabled {
-		tc, err := tlsConfig(&c.TLS)
+		tc, err := c.TLS.files().Load()
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("kafka: %w", err)
 		}
 		sc.Net.TLS.Enable = true
 		sc.Net.TLS.Config = tc
@@ -298,28 +297,9 @@ func baseConfig(c *TargetConfig) (*sarama.Config, error) {
 	return sc, nil
 }
 
-func tlsConfig(t *TLSConfig) (*tls.Config, error) {
-	// InsecureSkipVerify is an explicit opt-in for test clusters.
-	tc := &tls.Config{InsecureSkipVerify: t.InsecureSkipVerify}
-	if t.CAFile != "" {
-		pem, err := os.ReadFile(t.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("kafka: tls.ca_file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("kafka: tls.ca_file %s holds no PEM certificate", t.CAFile)
-		}
-		tc.RootCAs = pool
-	}
-	if t.CertFile != "" {
-		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("kafka: tls.cert_file/key_file: %w", err)
-		}
-		tc.Certificates = []tls.Certificate{cert}
-	}
-	return tc, nil
+// files is the part of the section that tlsconf reads.
+func (t *TLSConfig) files() *tlsconf.Config {
+	return &tlsconf.Config{CAFile: t.CAFile, CertFile: t.CertFile, KeyFile: t.KeyFile, InsecureSkipVerify: t.InsecureSkipVerify}
 }
 
 // configError rewrites sarama's configuration errors, which name its Go

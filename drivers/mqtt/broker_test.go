@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/planrun/planrun/drivers"
+	"github.com/planrun/planrun/drivers/tlsconf"
 	embedded "github.com/planrun/planrun/embedded/mqtt"
 )
 
@@ -70,12 +71,12 @@ func TestTLS(t *testing.T) {
 	if !strings.HasPrefix(b.URL(), "ssl://") {
 		t.Fatalf("URL() = %s", b.URL())
 	}
-	tg := mustOpen(t, &TargetConfig{URL: b.URL(), TLS: TLSConfig{CAFile: caFile}, SourceAddrs: []string{"127.0.0.1"}})
+	tg := mustOpen(t, &TargetConfig{URL: b.URL(), TLS: tlsconf.Config{CAFile: caFile}, SourceAddrs: []string{"127.0.0.1"}})
 	if !strings.Contains(tg.Describe(), "tls") {
 		t.Errorf("Describe() = %q", tg.Describe())
 	}
 	qos1Counts(t, tg, 200)
-	mustOpen(t, &TargetConfig{URL: b.URL(), TLS: TLSConfig{InsecureSkipVerify: true}})
+	mustOpen(t, &TargetConfig{URL: b.URL(), TLS: tlsconf.Config{InsecureSkipVerify: true}})
 	if _, err := Driver.Open(testCtx(t, 10*time.Second), &TargetConfig{URL: b.URL()}); err == nil || !strings.Contains(err.Error(), "certificate") {
 		t.Errorf("open without trusting the broker's certificate: %v", err)
 	}

@@ -1,17 +1,16 @@
 package mqtt
 
 import (
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
 	"net/url"
-	"os"
 	"regexp"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/planrun/planrun/drivers/tlsconf"
 )
 
 // Embedded is the url value that starts an in-process broker.
@@ -28,21 +27,13 @@ const (
 
 // TargetConfig is an MQTT target's section of a plan.
 type TargetConfig struct {
-	URL             string        `yaml:"url" doc:"Broker URL: tcp://host:port, ssl://host:port (also tls://, mqtts://), ws:// or wss://host:port/path, or \"embedded\" to start an in-process broker (mochi-mqtt)."`
-	Username        string        `yaml:"username" doc:"User name sent in CONNECT."`
-	Password        string        `yaml:"password" secret:"true" doc:"Password sent in CONNECT (needs username)."`
-	TLS             TLSConfig     `yaml:"tls" doc:"TLS settings for ssl://, tls://, mqtts:// and wss:// URLs."`
-	SourceAddrs     []string      `yaml:"source_addrs" doc:"Local IP addresses to spread client connections over, round robin, to go past the ~64k ephemeral ports of one address (tcp and ssl URLs)."`
-	ProtocolVersion int           `yaml:"protocol_version" doc:"MQTT protocol level: 3 (MQTT 3.1) or 4 (MQTT 3.1.1, default); 5 is not supported."`
-	ConnectTimeout  time.Duration `yaml:"connect_timeout" doc:"Longest one connection attempt (TCP, TLS and CONNACK) may take (default 30s)."`
-}
-
-// TLSConfig tunes TLS; whether TLS is used follows from the URL's scheme.
-type TLSConfig struct {
-	CAFile             string `yaml:"ca_file" doc:"PEM file of CA certificates to trust instead of the system pool."`
-	CertFile           string `yaml:"cert_file" doc:"PEM client certificate for mutual TLS (with key_file)."`
-	KeyFile            string `yaml:"key_file" doc:"PEM private key of cert_file."`
-	InsecureSkipVerify bool   `yaml:"insecure_skip_verify" doc:"Accept any broker certificate (testing only)."`
+	URL             string         `yaml:"url" doc:"Broker URL: tcp://host:port, ssl://host:port (also tls://, mqtts://), ws:// or wss://host:port/path, or \"embedded\" to start an in-process broker (mochi-mqtt)."`
+	Username        string         `yaml:"username" doc:"User name sent in CONNECT."`
+	Password        string         `yaml:"password" secret:"true" doc:"Password sent in CONNECT (needs username)."`
+	TLS             tlsconf.Config `yaml:"tls" doc:"TLS settings for ssl://, tls://, mqtts:// and wss:// URLs."`
+	SourceAddrs     []string       `yaml:"source_addrs" doc:"Local IP addresses to spread client connections over, round robin, to go past the ~64k ephemeral ports of one address (tcp and ssl URLs)."`
+	ProtocolVersion int            `yaml:"protocol_version" doc:"MQTT protocol level: 3 (MQTT 3.1) or 4 (MQTT 3.1.1, default); 5 is not supported."`
+	ConnectTimeout  time.Duration  `yaml:"connect_timeout" doc:"Longest one connection attempt (TCP, TLS and CONNACK) may take (default 30s)."`
 }
 
 // ProduceOptions are the MQTT fields of a workload's produce section; a
@@ -107,10 +98,9 @@ func (c *TargetConfig) Check() error {
 	if c.Password != "" && c.Username == "" {
 		return errors.New("mqtt: password is set but username is empty; MQTT 3.1.1 sends a password only with a user name")
 	}
-	t := c.TLS
-	tlsGiven := t.CAFile != "" || t.CertFile != "" || t.KeyFile != "" || t.InsecureSkipVerify
-	if (t.CertFile == "") != (t.KeyFile == "") {
-		return errors.New("mqtt: tls.cert_file and tls.key_file go together; give both or neither")
+	tlsGiven := c.TLS.Given()
+	if err := c.TLS.Check(); err != nil {
+		return fmt.Errorf("mqtt: %w", err)
 	}
 	if tlsGiven && c.embedded() {
 		return errors.New("mqtt: tls is not available with url: embedded")
@@ -151,29 +141,6 @@ func (c *TargetConfig) connectTimeout() time.Duration {
 		return defaultConnectTimeout
 	}
 	return c.ConnectTimeout
-}
-
-func tlsConfig(t *TLSConfig) (*tls.Config, error) {
-	tc := &tls.Config{InsecureSkipVerify: t.InsecureSkipVerify} //nolint:gosec // opt-in for test brokers
-	if t.CAFile != "" {
-		pem, err := os.ReadFile(t.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("mqtt: tls.ca_file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("mqtt: tls.ca_file %s holds no PEM certificate", t.CAFile)
-		}
-		tc.RootCAs = pool
-	}
-	if t.CertFile != "" {
-		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("mqtt: tls.cert_file/key_file: %w", err)
-		}
-		tc.Certificates = []tls.Certificate{cert}
-	}
-	return tc, nil
 }
 
 var placeholder = regexp.MustCompile(`\{[^{}]*\}`)

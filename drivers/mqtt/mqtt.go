@@ -71,9 +71,9 @@ func open(ctx context.Context, c *TargetConfig) (*Target, error) {
 	u.Scheme = strings.ToLower(u.Scheme)
 	t.server = u
 	if schemes[u.Scheme] {
-		if t.tls, err = tlsConfig(&c.TLS); err != nil {
+		if t.tls, err = c.TLS.Load(); err != nil {
 			t.stopBroker()
-			return nil, err
+			return nil, fmt.Errorf("mqtt: %w", err)
 		}
 	}
 	t.dialers = makeDialers(c)

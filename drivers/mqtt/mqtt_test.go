@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/planrun/planrun/drivers"
+	"github.com/planrun/planrun/drivers/tlsconf"
 )
 
 func testCtx(t testing.TB, d time.Duration) context.Context {
@@ -464,7 +465,7 @@ func TestCheckConfig(t *testing.T) {
 		{&TargetConfig{URL: "tcp://host:1", ProtocolVersion: 5}, "protocol_version 5 is not supported"},
 		{&TargetConfig{URL: "tcp://host:1", ProtocolVersion: 6}, "use 3"},
 		{&TargetConfig{URL: "tcp://host:1", Password: "x"}, "username is empty"},
-		{&TargetConfig{URL: "tcp://host:1", TLS: TLSConfig{InsecureSkipVerify: true}}, "not ssl"},
+		{&TargetConfig{URL: "tcp://host:1", TLS: tlsconf.Config{InsecureSkipVerify: true}}, "not ssl"},
 		{&TargetConfig{URL: "tcp://host:1", SourceAddrs: []string{"nope"}}, "not an IP"},
 		{&ProduceOptions{QoS: intp(3)}, "qos 3"},
 		{&ProduceOptions{KeepAlive: 1500 * time.Millisecond}, "whole seconds"},
@@ -481,7 +482,7 @@ func TestCheckConfig(t *testing.T) {
 	}
 	good := []any{
 		&TargetConfig{URL: "embedded"},
-		&TargetConfig{URL: "ssl://broker:8883", TLS: TLSConfig{InsecureSkipVerify: true}, SourceAddrs: []string{"127.0.0.2"}},
+		&TargetConfig{URL: "ssl://broker:8883", TLS: tlsconf.Config{InsecureSkipVerify: true}, SourceAddrs: []string{"127.0.0.2"}},
 		&TargetConfig{URL: "ws://broker:8080/mqtt", ProtocolVersion: 3},
 		&ProduceOptions{Clients: 100, ConnectRate: 50, KeepAlive: 30 * time.Second, QoS: intp(0), ClientID: "dev-{workload}-{client}"},
 		&ConsumeOptions{CleanSession: boolp(false), ClientID: "sub-{client}", Clients: 2, Shared: true},
