@@ -104,9 +104,11 @@ func check[V any](v *V) error {
 	return nil
 }
 
-// options returns the typed options the loader decoded for a workload, or
-// zero options when it had none.
-func options[O any](v any, what, workload string) (*O, error) {
+// take moves a workload's options out of its spec, typed, so the driver
+// reads them from one place; a workload without options gets zero ones.
+func take[O any](opts *any, what, workload string) (*O, error) {
+	v := *opts
+	*opts = nil
 	switch o := v.(type) {
 	case nil:
 		return new(O), nil
@@ -124,20 +126,18 @@ func options[O any](v any, what, workload string) (*O, error) {
 type target[P, C any] struct{ t TargetOf[P, C] }
 
 func (w target[P, C]) NewProducer(ctx context.Context, spec ProducerSpec) (Producer, error) {
-	o, err := options[P](spec.Options, "produce", spec.Workload)
+	o, err := take[P](&spec.Options, "produce", spec.Workload)
 	if err != nil {
 		return nil, err
 	}
-	spec.Options = nil // the driver reads opts
 	return w.t.NewProducer(ctx, spec, o)
 }
 
 func (w target[P, C]) NewConsumer(ctx context.Context, spec ConsumerSpec) (Consumer, error) {
-	o, err := options[C](spec.Options, "consume", spec.Workload)
+	o, err := take[C](&spec.Options, "consume", spec.Workload)
 	if err != nil {
 		return nil, err
 	}
-	spec.Options = nil
 	return w.t.NewConsumer(ctx, spec, o)
 }
 
@@ -152,11 +152,10 @@ type connectTarget[P, C any] struct {
 }
 
 func (w connectTarget[P, C]) Connect(ctx context.Context, spec ConnectSpec) (Connections, error) {
-	o, err := options[P](spec.Options, "connect", spec.Workload)
+	o, err := take[P](&spec.Options, "connect", spec.Workload)
 	if err != nil {
 		return nil, err
 	}
-	spec.Options = nil
 	return w.conn.Connect(ctx, spec, o)
 }
 

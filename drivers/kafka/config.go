@@ -8,6 +8,7 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/planrun/planrun/drivers"
 	"github.com/planrun/planrun/drivers/tlsconf"
 	"github.com/planrun/planrun/units"
 )
@@ -105,6 +106,12 @@ func (c *TargetConfig) version() (sarama.KafkaVersion, error) {
 	}
 	return kv, nil
 }
+
+var (
+	_ drivers.Checker = (*TargetConfig)(nil)
+	_ drivers.Checker = (*ProduceOptions)(nil)
+	_ drivers.Checker = (*ConsumeOptions)(nil)
+)
 
 // Check implements drivers.Checker.
 func (c *TargetConfig) Check() error {

@@ -28,9 +28,6 @@ var (
 	_ drivers.LagReader                                = (*Target)(nil)
 	_ drivers.TopicCreator                             = (*Target)(nil)
 	_ drivers.Describer                                = (*Target)(nil)
-	_ drivers.Checker                                  = (*TargetConfig)(nil)
-	_ drivers.Checker                                  = (*ProduceOptions)(nil)
-	_ drivers.Checker                                  = (*ConsumeOptions)(nil)
 )
 
 // open starts the embedded cluster if asked and checks that the brokers

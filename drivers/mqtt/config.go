@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/planrun/planrun/drivers"
 	"github.com/planrun/planrun/drivers/tlsconf"
 )
 
@@ -69,6 +70,12 @@ var schemes = map[string]bool{ // scheme -> uses TLS
 	"ssl": true, "tls": true, "mqtts": true,
 	"ws": false, "wss": true,
 }
+
+var (
+	_ drivers.Checker = (*TargetConfig)(nil)
+	_ drivers.Checker = (*ProduceOptions)(nil)
+	_ drivers.Checker = (*ConsumeOptions)(nil)
+)
 
 // Check implements drivers.Checker.
 func (c *TargetConfig) Check() error {

@@ -62,14 +62,17 @@ var (
 	_ drivers.TargetOf[ProduceOptions, drivers.NoOptions] = (*Target)(nil)
 	_ drivers.Prober                                      = (*Target)(nil)
 	_ drivers.Describer                                   = (*Target)(nil)
-	_ drivers.Checker                                     = (*TargetConfig)(nil)
-	_ drivers.Checker                                     = (*ProduceOptions)(nil)
 	_ drivers.Producer                                    = (*Producer)(nil)
 )
 
 func (c *TargetConfig) embedded() bool {
 	return strings.EqualFold(strings.TrimSpace(c.Addr), Embedded)
 }
+
+var (
+	_ drivers.Checker = (*TargetConfig)(nil)
+	_ drivers.Checker = (*ProduceOptions)(nil)
+)
 
 // Check implements drivers.Checker.
 func (c *TargetConfig) Check() error {

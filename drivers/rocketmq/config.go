@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/planrun/planrun/drivers"
 	"github.com/planrun/planrun/units"
 )
 
@@ -102,6 +103,12 @@ func (c *TargetConfig) wrap(name string) string {
 
 // nameRE is what RocketMQ accepts in topic, group and instance names.
 var nameRE = regexp.MustCompile(`^[%|a-zA-Z0-9_-]+$`)
+
+var (
+	_ drivers.Checker = (*TargetConfig)(nil)
+	_ drivers.Checker = (*ProduceOptions)(nil)
+	_ drivers.Checker = (*ConsumeOptions)(nil)
+)
 
 // Check implements drivers.Checker.
 func (c *TargetConfig) Check() error {

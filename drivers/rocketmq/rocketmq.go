@@ -52,9 +52,6 @@ var (
 	_ drivers.LagReader                                = (*Target)(nil)
 	_ drivers.TopicCreator                             = (*Target)(nil)
 	_ drivers.Describer                                = (*Target)(nil)
-	_ drivers.Checker                                  = (*TargetConfig)(nil)
-	_ drivers.Checker                                  = (*ProduceOptions)(nil)
-	_ drivers.Checker                                  = (*ConsumeOptions)(nil)
 )
 
 // Target is a connected RocketMQ cluster (name servers and their brokers).

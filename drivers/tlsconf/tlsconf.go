@@ -3,13 +3,7 @@
 // TLS is used at all is the driver's own setting (a URL scheme, a switch).
 package tlsconf
 
-import (
-	"crypto/tls"
-	"crypto/x509"
-	"errors"
-	"fmt"
-	"os"
-)
+import "errors"
 
 // Config holds certificate files and the verification opt-out. Errors name
 // the keys under tls. and leave the driver's name to the caller.
@@ -31,29 +25,4 @@ func (c *Config) Check() error {
 		return errors.New("tls.cert_file and tls.key_file go together; give both or neither")
 	}
 	return nil
-}
-
-// Load reads the files into a client TLS config.
-func (c *Config) Load() (*tls.Config, error) {
-	// InsecureSkipVerify is an explicit opt-in for test brokers.
-	tc := &tls.Config{InsecureSkipVerify: c.InsecureSkipVerify} //nolint:gosec
-	if c.CAFile != "" {
-		pem, err := os.ReadFile(c.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("tls.ca_file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("tls.ca_file %s holds no PEM certificate", c.CAFile)
-		}
-		tc.RootCAs = pool
-	}
-	if c.CertFile != "" {
-		cert, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("tls.cert_file/key_file: %w", err)
-		}
-		tc.Certificates = []tls.Certificate{cert}
-	}
-	return tc, nil
 }
