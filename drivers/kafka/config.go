@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/xdg-go/scram"
 
 	"github.com/planrun/planrun/drivers"
 	"github.com/planrun/planrun/drivers/tlsconf"
@@ -292,9 +293,9 @@ func baseConfig(c *TargetConfig) (*sarama.Config, error) {
 		sc.Net.SASL.Handshake = true
 		switch m {
 		case sarama.SASLTypeSCRAMSHA256:
-			sc.Net.SASL.SCRAMClientGeneratorFunc = func() sarama.SCRAMClient { return newSCRAM(sha256Hash) }
+			sc.Net.SASL.SCRAMClientGeneratorFunc = func() sarama.SCRAMClient { return newSCRAM(scram.SHA256) }
 		case sarama.SASLTypeSCRAMSHA512:
-			sc.Net.SASL.SCRAMClientGeneratorFunc = func() sarama.SCRAMClient { return newSCRAM(sha512Hash) }
+			sc.Net.SASL.SCRAMClientGeneratorFunc = func() sarama.SCRAMClient { return newSCRAM(scram.SHA512) }
 		}
 	}
 	// Failures surface as errors to the workload; a long retry ladder only

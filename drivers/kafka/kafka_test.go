@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/xdg-go/scram"
 
 	"github.com/planrun/planrun/drivers"
 	"github.com/planrun/planrun/units"
@@ -569,5 +570,15 @@ func TestRunFailsWhenGroupCannotBeJoined(t *testing.T) {
 		t.Logf("error: %v", err)
 	case <-time.After(20 * time.Second):
 		t.Fatal("run did not fail")
+	}
+}
+
+func TestSCRAMClientOutOfOrder(t *testing.T) {
+	s := newSCRAM(scram.SHA256)
+	if s.Done() {
+		t.Fatal("done before begin")
+	}
+	if _, err := s.Step(""); err == nil {
+		t.Fatal("step before begin succeeded")
 	}
 }
