@@ -33,11 +33,11 @@ const (
 // TargetConfig is a Kafka target's section of a plan.
 type TargetConfig struct {
 	Brokers           string        `yaml:"brokers" required:"true" doc:"Comma-separated bootstrap brokers (host:port), or \"embedded\" to start an in-process Kafka-compatible cluster."`
-	ClientID          string        `yaml:"client_id" doc:"Client id sent to the brokers (default planrun)."`
-	Version           string        `yaml:"version" doc:"Kafka protocol version the client speaks, at least 0.11.0 (default 2.8.0)."`
+	ClientID          string        `yaml:"client_id" default:"planrun" doc:"Client id sent to the brokers (default planrun)."`
+	Version           string        `yaml:"version" default:"2.8.0" doc:"Kafka protocol version the client speaks, at least 0.11.0 (default 2.8.0)."`
 	TLS               TLSConfig     `yaml:"tls" doc:"TLS for broker connections."`
 	SASL              SASLConfig    `yaml:"sasl" doc:"SASL authentication."`
-	DialTimeout       time.Duration `yaml:"dial_timeout" doc:"How long connecting to a broker may take (default 10s)."`
+	DialTimeout       time.Duration `yaml:"dial_timeout" default:"10s" doc:"How long connecting to a broker may take (default 10s)."`
 	ReplicationFactor int           `yaml:"replication_factor" doc:"Replication factor of topics planrun creates (default: the broker's default.replication.factor)."`
 }
 
@@ -60,22 +60,22 @@ type SASLConfig struct {
 
 // ProduceOptions are the Kafka fields of a workload's produce section.
 type ProduceOptions struct {
-	Acks            string        `yaml:"acks" doc:"Acknowledgements to wait for: all, leader or none (default all)."`
-	Compression     string        `yaml:"compression" doc:"Batch compression: none, gzip, snappy, lz4 or zstd (default none)."`
-	BatchSize       units.Size    `yaml:"batch_size" doc:"Bytes buffered per broker before a produce request is sent (default 0: send as soon as possible)."`
-	Linger          time.Duration `yaml:"linger" doc:"Longest time a message waits to fill a batch (default 0, or 5ms when batch_size is set)."`
+	Acks            string        `yaml:"acks" default:"all" doc:"Acknowledgements to wait for: all, leader or none (default all)."`
+	Compression     string        `yaml:"compression" default:"none" doc:"Batch compression: none, gzip, snappy, lz4 or zstd (default none)."`
+	BatchSize       units.Size    `yaml:"batch_size" default:"0" doc:"Bytes buffered per broker before a produce request is sent (default 0: send as soon as possible)."`
+	Linger          time.Duration `yaml:"linger" default:"0s" doc:"Longest time a message waits to fill a batch (default 0, or 5ms when batch_size is set)."`
 	Idempotent      bool          `yaml:"idempotent" doc:"Idempotent producer (needs acks all and max_in_flight 1)."`
-	MaxInFlight     int           `yaml:"max_in_flight" doc:"Unacknowledged produce requests per broker connection (default 5, or 1 when idempotent)."`
-	Partitioner     string        `yaml:"partitioner" doc:"Partition choice: hash (of the key, random for keyless messages), murmur2 (Java client compatible), random or round_robin (default hash)."`
-	MaxMessageBytes units.Size    `yaml:"max_message_bytes" doc:"Largest message, and batch of messages per partition, the producer sends, like max.request.size (default 1000000)."`
+	MaxInFlight     int           `yaml:"max_in_flight" default:"5" doc:"Unacknowledged produce requests per broker connection (default 5, or 1 when idempotent)."`
+	Partitioner     string        `yaml:"partitioner" default:"hash" doc:"Partition choice: hash (of the key, random for keyless messages), murmur2 (Java client compatible), random or round_robin (default hash)."`
+	MaxMessageBytes units.Size    `yaml:"max_message_bytes" default:"1000000" doc:"Largest message, and batch of messages per partition, the producer sends, like max.request.size (default 1000000)."`
 }
 
 // ConsumeOptions are the Kafka fields of a workload's consume section.
 type ConsumeOptions struct {
-	FetchSize      units.Size    `yaml:"fetch_size" doc:"Bytes asked for per partition in each fetch request, like kafka-consumer-perf-test --fetch-size (default 1MiB)."`
-	MaxWait        time.Duration `yaml:"max_wait" doc:"Longest time the broker holds a fetch waiting for data (default 500ms)."`
-	SessionTimeout time.Duration `yaml:"session_timeout" doc:"Group session timeout after which a silent member is evicted (default 10s)."`
-	Rebalance      string        `yaml:"rebalance" doc:"Partition assignment strategy: range, roundrobin or sticky (default range)."`
+	FetchSize      units.Size    `yaml:"fetch_size" default:"1MiB" doc:"Bytes asked for per partition in each fetch request, like kafka-consumer-perf-test --fetch-size (default 1MiB)."`
+	MaxWait        time.Duration `yaml:"max_wait" default:"500ms" doc:"Longest time the broker holds a fetch waiting for data (default 500ms)."`
+	SessionTimeout time.Duration `yaml:"session_timeout" default:"10s" doc:"Group session timeout after which a silent member is evicted (default 10s)."`
+	Rebalance      string        `yaml:"rebalance" default:"range" doc:"Partition assignment strategy: range, roundrobin or sticky (default range)."`
 }
 
 // brokerList splits the brokers field.

@@ -21,9 +21,9 @@ var Driver = drivers.Define(open)
 
 // Config is a memory target.
 type Config struct {
-	Partitions int           `yaml:"partitions" doc:"partitions of topics created on first use (default 4)"`
-	Delay      time.Duration `yaml:"delay" doc:"time each send takes before it is acknowledged (default 0s)"`
-	FailEvery  int           `yaml:"fail_every" doc:"refuse every Nth send, to try failure handling (default 0 = never)"`
+	Partitions int           `yaml:"partitions" default:"4" doc:"partitions of topics created on first use (default 4)"`
+	Delay      time.Duration `yaml:"delay" default:"0s" doc:"time each send takes before it is acknowledged (default 0s)"`
+	FailEvery  int           `yaml:"fail_every" default:"0" doc:"refuse every Nth send, to try failure handling (default 0 = never)"`
 }
 
 // open starts a fresh broker.

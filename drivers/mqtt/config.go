@@ -33,8 +33,8 @@ type TargetConfig struct {
 	Password        string         `yaml:"password" secret:"true" doc:"Password sent in CONNECT (needs username)."`
 	TLS             tlsconf.Config `yaml:"tls" doc:"TLS settings for ssl://, tls://, mqtts:// and wss:// URLs."`
 	SourceAddrs     []string       `yaml:"source_addrs" doc:"Local IP addresses to spread client connections over, round robin, to go past the ~64k ephemeral ports of one address (tcp and ssl URLs)."`
-	ProtocolVersion int            `yaml:"protocol_version" doc:"MQTT protocol level: 3 (MQTT 3.1) or 4 (MQTT 3.1.1, default); 5 is not supported."`
-	ConnectTimeout  time.Duration  `yaml:"connect_timeout" doc:"Longest one connection attempt (TCP, TLS and CONNACK) may take (default 30s)."`
+	ProtocolVersion int            `yaml:"protocol_version" default:"4" doc:"MQTT protocol level: 3 (MQTT 3.1) or 4 (MQTT 3.1.1, default); 5 is not supported."`
+	ConnectTimeout  time.Duration  `yaml:"connect_timeout" default:"30s" doc:"Longest one connection attempt (TCP, TLS and CONNACK) may take (default 30s)."`
 }
 
 // ProduceOptions are the MQTT fields of a workload's produce section; a
@@ -42,23 +42,23 @@ type TargetConfig struct {
 // clean_session, client_id).
 type ProduceOptions struct {
 	Clients      int           `yaml:"clients" doc:"Client connections to publish from (default: the workload's threads); each message goes out on client (source mod clients)."`
-	ConnectRate  float64       `yaml:"connect_rate" doc:"New connection attempts per second, reconnects and retries included (default 0: as fast as the broker takes them)."`
-	KeepAlive    time.Duration `yaml:"keepalive" doc:"MQTT keep-alive interval in whole seconds (default 60s)."`
-	CleanSession *bool         `yaml:"clean_session" doc:"Start each connection with a clean session (default true)."`
-	ClientID     string        `yaml:"client_id" doc:"Client id template: {client} is the client's index, {workload} the workload's name (default planrun-{workload}-{client})."`
-	QoS          *int          `yaml:"qos" doc:"Publish QoS: 0 (a send ends when written), 1 (when PUBACK arrives) or 2 (when PUBCOMP arrives) (default 1)."`
+	ConnectRate  float64       `yaml:"connect_rate" default:"0" doc:"New connection attempts per second, reconnects and retries included (default 0: as fast as the broker takes them)."`
+	KeepAlive    time.Duration `yaml:"keepalive" default:"60s" doc:"MQTT keep-alive interval in whole seconds (default 60s)."`
+	CleanSession *bool         `yaml:"clean_session" default:"true" doc:"Start each connection with a clean session (default true)."`
+	ClientID     string        `yaml:"client_id" default:"planrun-{workload}-{client}" doc:"Client id template: {client} is the client's index, {workload} the workload's name (default planrun-{workload}-{client})."`
+	QoS          *int          `yaml:"qos" default:"1" doc:"Publish QoS: 0 (a send ends when written), 1 (when PUBACK arrives) or 2 (when PUBCOMP arrives) (default 1)."`
 	Retain       bool          `yaml:"retain" doc:"Publish with the retain flag."`
-	SendTimeout  time.Duration `yaml:"send_timeout" doc:"Longest one send waits for its client to connect and for the broker's acknowledgement before it counts as failed (default 30s)."`
+	SendTimeout  time.Duration `yaml:"send_timeout" default:"30s" doc:"Longest one send waits for its client to connect and for the broker's acknowledgement before it counts as failed (default 30s)."`
 }
 
 // ConsumeOptions are the MQTT fields of a workload's consume section.
 type ConsumeOptions struct {
-	QoS          *int          `yaml:"qos" doc:"Subscription QoS: 0, 1 or 2 (default 1)."`
-	Clients      int           `yaml:"clients" doc:"Subscribing connections per consumer (default 1); each subscribes to the topic with {client} replaced by its index."`
+	QoS          *int          `yaml:"qos" default:"1" doc:"Subscription QoS: 0, 1 or 2 (default 1)."`
+	Clients      int           `yaml:"clients" default:"1" doc:"Subscribing connections per consumer (default 1); each subscribes to the topic with {client} replaced by its index."`
 	Shared       bool          `yaml:"shared" doc:"Subscribe as $share/<group>/<topic> so all clients of the group split the messages (broker must support shared subscriptions)."`
-	CleanSession *bool         `yaml:"clean_session" doc:"Start with a clean session (default true); false with a fixed client_id resumes the broker-side session, so a restarted consumer gets the QoS 1/2 messages queued while it was stopped."`
-	ClientID     string        `yaml:"client_id" doc:"Client id template with {client}, {workload}, {group} and {instance} (default planrun-{instance}-{client}); with clean_session false it must not contain {instance}."`
-	KeepAlive    time.Duration `yaml:"keepalive" doc:"MQTT keep-alive interval in whole seconds (default 60s)."`
+	CleanSession *bool         `yaml:"clean_session" default:"true" doc:"Start with a clean session (default true); false with a fixed client_id resumes the broker-side session, so a restarted consumer gets the QoS 1/2 messages queued while it was stopped."`
+	ClientID     string        `yaml:"client_id" default:"planrun-{instance}-{client}" doc:"Client id template with {client}, {workload}, {group} and {instance} (default planrun-{instance}-{client}); with clean_session false it must not contain {instance}."`
+	KeepAlive    time.Duration `yaml:"keepalive" default:"60s" doc:"MQTT keep-alive interval in whole seconds (default 60s)."`
 }
 
 func (c *TargetConfig) embedded() bool {

@@ -44,14 +44,14 @@ type TargetConfig struct {
 	Addr        string        `yaml:"addr" doc:"Redis server as host:port, or \"embedded\" to start an in-process server (miniredis)."`
 	Username    string        `yaml:"username" doc:"ACL user name (Redis 6+); empty authenticates with password alone."`
 	Password    string        `yaml:"password" secret:"true" doc:"Password (AUTH)."`
-	DB          int           `yaml:"db" doc:"Database number to SELECT (default 0)."`
-	DialTimeout time.Duration `yaml:"dial_timeout" doc:"Longest connecting may take (default 10s)."`
+	DB          int           `yaml:"db" default:"0" doc:"Database number to SELECT (default 0)."`
+	DialTimeout time.Duration `yaml:"dial_timeout" default:"10s" doc:"Longest connecting may take (default 10s)."`
 }
 
 // ProduceOptions are the Redis fields of a workload's produce section.
 type ProduceOptions struct {
-	Command string `yaml:"command" doc:"Command each message becomes: hset (HSET key id value, default), xadd (XADD key * value V [key K]), lpush (LPUSH key value) or set (SET key value)."`
-	Key     string `yaml:"key" doc:"Key template: {topic} is the workload's topic, {workload} its name, {id} the message's id, its key or else a counter (default {topic}, or {topic}:{id} for set)."`
+	Command string `yaml:"command" default:"hset" doc:"Command each message becomes: hset (HSET key id value, default), xadd (XADD key * value V [key K]), lpush (LPUSH key value) or set (SET key value)."`
+	Key     string `yaml:"key" default:"{topic}" doc:"Key template: {topic} is the workload's topic, {workload} its name, {id} the message's id, its key or else a counter (default {topic}, or {topic}:{id} for set)."`
 }
 
 // Driver opens Redis targets. They take no consume options: Redis is
