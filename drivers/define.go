@@ -34,9 +34,14 @@ type Checker interface {
 
 // Define makes a Driver of an open function that takes the driver's target
 // config T and returns targets taking its produce options P and consume
-// options C. The Driver decodes plans into fresh T, P and C values, checks
-// those that implement Checker, and hands them to the driver typed. Targets
-// whose type implements ConnectorOf[P] accept connect workloads.
+// options C:
+//
+//	var Driver = drivers.Define(open) // open(context.Context, *Config) (*Target, error)
+//
+// The plan loader decodes plans into fresh T, P and C values from the
+// Driver and checks those that implement Checker; the Driver then hands them
+// to open and to the targets typed. Targets whose type implements
+// ConnectorOf[P] accept connect workloads.
 func Define[T, P, C any, X TargetOf[P, C]](open func(ctx context.Context, cfg *T) (X, error)) Driver {
 	_, connect := any(*new(X)).(ConnectorOf[P])
 	return defined[T, P, C, X]{open: open, connect: connect}
