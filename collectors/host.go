@@ -463,7 +463,7 @@ func (s *hostSampler) readProcess(ctx context.Context, out map[string]float64) e
 }
 
 // gone reports a vanished process once; later samples carry on with the
-// host figures alone, since the runner drops a sample that has an error.
+// host figures alone, since the engine drops a sample that has an error.
 func (s *hostSampler) gone(err error) error {
 	if s.goneReported {
 		return nil

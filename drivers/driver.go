@@ -5,10 +5,9 @@ package drivers
 
 import (
 	"context"
-	"fmt"
-	"sort"
-	"sync"
 	"time"
+
+	"github.com/planrun/planrun/registry"
 )
 
 // Message is one message as a workload sends it or a consumer receives it.
@@ -31,6 +30,8 @@ type Message struct {
 // Driver opens targets of one protocol. Config types are plain structs with
 // `yaml` tags; the plan loader decodes the target's section into them and
 // reports unknown keys with their position, so drivers never see raw YAML.
+// Drivers are made with Define, which keeps this untyped face for the
+// loader and gives the driver its own types.
 type Driver interface {
 	// NewTargetConfig returns a pointer to a zero target config struct.
 	NewTargetConfig() any
@@ -57,7 +58,8 @@ type ConfigChecker interface {
 	CheckConfig(cfg any) error
 }
 
-// Target is one connected endpoint (a cluster).
+// Target is one connected endpoint (a cluster). Its optional abilities
+// (LagReader, TopicCreator, Describer, Prober, Connector) are found with As.
 type Target interface {
 	NewProducer(ctx context.Context, spec ProducerSpec) (Producer, error)
 	NewConsumer(ctx context.Context, spec ConsumerSpec) (Consumer, error)
@@ -69,7 +71,7 @@ type ProducerSpec struct {
 	Workload string // workload name, for error messages and client ids
 	Topic    string
 	Threads  int // how many goroutines will call Send concurrently
-	Options  any // the driver's produce options (ProduceOptioner), or nil
+	Options  any // the driver's produce options (ProduceOptioner), or nil; Define hands them to the driver typed
 }
 
 // ConsumerSpec says what a workload wants to receive.
@@ -123,41 +125,17 @@ type Describer interface {
 	Describe() string
 }
 
-var (
-	mu       sync.RWMutex
-	registry = map[string]Driver{}
-)
+var registered = registry.New[Driver]("driver")
 
 // Register makes a driver available to plans under name. Drivers call it
 // from init; registering a name twice is a programming error.
-func Register(name string, d Driver) {
-	mu.Lock()
-	defer mu.Unlock()
-	if _, dup := registry[name]; dup {
-		panic(fmt.Sprintf("drivers: %q registered twice", name))
-	}
-	registry[name] = d
-}
+func Register(name string, d Driver) { registered.Register(name, d) }
 
 // Lookup returns the driver registered under name.
-func Lookup(name string) (Driver, bool) {
-	mu.RLock()
-	defer mu.RUnlock()
-	d, ok := registry[name]
-	return d, ok
-}
+func Lookup(name string) (Driver, bool) { return registered.Lookup(name) }
 
 // Names lists registered drivers, sorted.
-func Names() []string {
-	mu.RLock()
-	defer mu.RUnlock()
-	names := make([]string, 0, len(registry))
-	for n := range registry {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
-}
+func Names() []string { return registered.Names() }
 
 // Sourcer is a Producer that holds several client connections (an MQTT
 // fleet). The workload spreads Message.Source over 0..Sources()-1 and an

@@ -261,7 +261,7 @@ func (r *Run) setup(ctx context.Context, index int, res *results.Result) error {
 		}
 		r.targets[t.Name] = tg
 		what := ""
-		if d, ok := tg.(drivers.Describer); ok {
+		if d, ok := drivers.As[drivers.Describer](tg); ok {
 			what = d.Describe()
 			r.engine.printf("target %s: %s\n", t.Name, what)
 		}
@@ -274,7 +274,7 @@ func (r *Run) setup(ctx context.Context, index int, res *results.Result) error {
 		}
 		sort.Strings(topics)
 		for _, topic := range topics {
-			tc, ok := tg.(drivers.TopicCreator)
+			tc, ok := drivers.As[drivers.TopicCreator](tg)
 			if !ok {
 				r.Warn(fmt.Sprintf("target %q: driver %s cannot create topics; topic %q must exist", t.Name, t.Driver, topic))
 				continue

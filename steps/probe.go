@@ -54,7 +54,7 @@ func (p *Probe) Describe() string {
 
 // Run queries the target.
 func (p *Probe) Run(ctx context.Context, r plan.Runtime) error {
-	pr, ok := r.Target(p.Target).(drivers.Prober)
+	pr, ok := drivers.As[drivers.Prober](r.Target(p.Target))
 	if !ok {
 		return fmt.Errorf("probe: target %q cannot answer probes", p.Target)
 	}

@@ -1,5 +1,5 @@
 // Package steps holds the kinds of plan steps. Each kind registers itself
-// with the runner in init and decodes from the YAML users write.
+// with the plan package in init and decodes from the YAML users write.
 package steps
 
 import (

@@ -29,7 +29,7 @@ func (c *Connect) Recorder() *metrics.Recorder { return c.rec }
 
 // Start opens the connections (at the driver's connect rate) and holds them until Stop.
 func (c *Connect) Start(ctx context.Context) error {
-	conn, ok := c.target.(drivers.Connector)
+	conn, ok := drivers.As[drivers.Connector](c.target)
 	if !ok {
 		return fmt.Errorf("workload %q: this target cannot hold idle connections", c.name)
 	}

@@ -178,7 +178,7 @@ func (r *Relay) publish(ctx context.Context, dp drivers.Producer, it relayed, st
 
 // Poll asks the broker for the relay group's lag for the whole run.
 func (r *Relay) Poll(ctx context.Context) {
-	if lr, ok := r.src.(drivers.LagReader); ok {
+	if lr, ok := drivers.As[drivers.LagReader](r.src); ok {
 		pollLag(ctx, lr, r.from.Topic, r.from.Group, time.Second, r.rec)
 	}
 }

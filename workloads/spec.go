@@ -24,7 +24,7 @@ type ProduceSpec struct {
 	ConnectFirst bool `yaml:"connect_first" doc:"wait until every client connection is open before the first send (drivers with background connects, like mqtt)"`
 }
 
-// Check reports problems a plan author can fix; the runner prefixes the place.
+// Check reports problems a plan author can fix; the loader prefixes the place.
 func (s *ProduceSpec) Check() []string {
 	var errs []string
 	if s.Threads < 0 || s.Threads > 65535 {

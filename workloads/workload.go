@@ -376,7 +376,7 @@ func (c *Consumer) handle(m *drivers.Message, stop context.CancelFunc) {
 // refreshLag reads the lag once more after the consumers committed their
 // position at a stop, so the figure at the end of a phase is not a second old.
 func (c *Consumer) refreshLag() {
-	lr, ok := c.target.(drivers.LagReader)
+	lr, ok := drivers.As[drivers.LagReader](c.target)
 	if !ok || c.spec.LagInterval <= 0 {
 		return
 	}
@@ -389,7 +389,7 @@ func (c *Consumer) refreshLag() {
 
 // Poll asks the broker for the group's lag for the whole run.
 func (c *Consumer) Poll(ctx context.Context) {
-	lr, ok := c.target.(drivers.LagReader)
+	lr, ok := drivers.As[drivers.LagReader](c.target)
 	if !ok || c.spec.LagInterval <= 0 {
 		return
 	}

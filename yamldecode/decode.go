@@ -30,7 +30,7 @@ type Decoder struct {
 	// Secrets collects the values decoded into fields tagged secret:"true",
 	// so reports and errors can redact them.
 	Secrets map[string]bool
-	// Context carries what custom Unmarshalers need (the runner stores its
+	// Context carries what custom Unmarshalers need (the plan loader stores its
 	// expression environment here so expressions compile as they decode).
 	Context any
 }

@@ -85,11 +85,15 @@ func main() {
 		defer pprof.StopCPUProfile()
 	}
 
-	tg, err := mqtt.Driver{}.Open(context.Background(), &mqtt.TargetConfig{URL: target})
+	tg, err := mqtt.Driver.Open(context.Background(), &mqtt.TargetConfig{URL: target})
 	if err != nil {
 		fatalf("%v", err)
 	}
 	defer tg.Close()
+	connector, ok := drivers.As[drivers.Connector](tg)
+	if !ok {
+		fatalf("mqtt targets cannot hold idle connections")
+	}
 
 	// Warm up: the Go runtime keeps goroutine descriptors and stack memory
 	// for reuse, so whichever client ran first would otherwise be charged
@@ -99,7 +103,7 @@ func main() {
 		most = max(most, n)
 	}
 	measure("warm-up", most, 0, func() (func() int, func()) {
-		return connectDriver(tg.(drivers.Connector), most, 0, *keepAlive)
+		return connectDriver(connector, most, 0, *keepAlive)
 	})
 
 	var rows []result
@@ -108,7 +112,7 @@ func main() {
 			return connectPaho(target, n, *keepAlive)
 		}))
 		rows = append(rows, measure("planrun driver", n, *settle, func() (func() int, func()) {
-			return connectDriver(tg.(drivers.Connector), n, *rate, *keepAlive)
+			return connectDriver(connector, n, *rate, *keepAlive)
 		}))
 	}
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)

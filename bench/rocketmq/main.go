@@ -392,7 +392,7 @@ func runPlanrun(ns, topic string, o options) (result, error) {
 	if o.acl {
 		cfg.AccessKey, cfg.SecretKey = accessKey, secretKey
 	}
-	tg, err := rocketmq.Driver{}.Open(ctx, cfg)
+	tg, err := rocketmq.Driver.Open(ctx, cfg)
 	if err != nil {
 		return result{}, err
 	}

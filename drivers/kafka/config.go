@@ -1,16 +1,16 @@
 package kafka
 
 import (
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/xdg-go/scram"
 
+	"github.com/planrun/planrun/drivers"
+	"github.com/planrun/planrun/drivers/tlsconf"
 	"github.com/planrun/planrun/units"
 )
 
@@ -33,15 +33,16 @@ const (
 // TargetConfig is a Kafka target's section of a plan.
 type TargetConfig struct {
 	Brokers           string        `yaml:"brokers" required:"true" doc:"Comma-separated bootstrap brokers (host:port), or \"embedded\" to start an in-process Kafka-compatible cluster."`
-	ClientID          string        `yaml:"client_id" doc:"Client id sent to the brokers (default planrun)."`
-	Version           string        `yaml:"version" doc:"Kafka protocol version the client speaks, at least 0.11.0 (default 2.8.0)."`
+	ClientID          string        `yaml:"client_id" default:"planrun" doc:"Client id sent to the brokers (default planrun)."`
+	Version           string        `yaml:"version" default:"2.8.0" doc:"Kafka protocol version the client speaks, at least 0.11.0 (default 2.8.0)."`
 	TLS               TLSConfig     `yaml:"tls" doc:"TLS for broker connections."`
 	SASL              SASLConfig    `yaml:"sasl" doc:"SASL authentication."`
-	DialTimeout       time.Duration `yaml:"dial_timeout" doc:"How long connecting to a broker may take (default 10s)."`
+	DialTimeout       time.Duration `yaml:"dial_timeout" default:"10s" doc:"How long connecting to a broker may take (default 10s)."`
 	ReplicationFactor int           `yaml:"replication_factor" doc:"Replication factor of topics planrun creates (default: the broker's default.replication.factor)."`
 }
 
-// TLSConfig enables TLS towards the brokers.
+// TLSConfig enables TLS towards the brokers. Beside enabled it holds the
+// fields of tlsconf.Config, which the decoder cannot inline.
 type TLSConfig struct {
 	Enabled            bool   `yaml:"enabled" doc:"Connect with TLS."`
 	CAFile             string `yaml:"ca_file" doc:"PEM file of CA certificates to trust instead of the system pool."`
@@ -59,22 +60,22 @@ type SASLConfig struct {
 
 // ProduceOptions are the Kafka fields of a workload's produce section.
 type ProduceOptions struct {
-	Acks            string        `yaml:"acks" doc:"Acknowledgements to wait for: all, leader or none (default all)."`
-	Compression     string        `yaml:"compression" doc:"Batch compression: none, gzip, snappy, lz4 or zstd (default none)."`
-	BatchSize       units.Size    `yaml:"batch_size" doc:"Bytes buffered per broker before a produce request is sent (default 0: send as soon as possible)."`
-	Linger          time.Duration `yaml:"linger" doc:"Longest time a message waits to fill a batch (default 0, or 5ms when batch_size is set)."`
+	Acks            string        `yaml:"acks" default:"all" doc:"Acknowledgements to wait for: all, leader or none (default all)."`
+	Compression     string        `yaml:"compression" default:"none" doc:"Batch compression: none, gzip, snappy, lz4 or zstd (default none)."`
+	BatchSize       units.Size    `yaml:"batch_size" default:"0" doc:"Bytes buffered per broker before a produce request is sent (default 0: send as soon as possible)."`
+	Linger          time.Duration `yaml:"linger" default:"0s" doc:"Longest time a message waits to fill a batch (default 0, or 5ms when batch_size is set)."`
 	Idempotent      bool          `yaml:"idempotent" doc:"Idempotent producer (needs acks all and max_in_flight 1)."`
-	MaxInFlight     int           `yaml:"max_in_flight" doc:"Unacknowledged produce requests per broker connection (default 5, or 1 when idempotent)."`
-	Partitioner     string        `yaml:"partitioner" doc:"Partition choice: hash (of the key, random for keyless messages), murmur2 (Java client compatible), random or round_robin (default hash)."`
-	MaxMessageBytes units.Size    `yaml:"max_message_bytes" doc:"Largest message, and batch of messages per partition, the producer sends, like max.request.size (default 1000000)."`
+	MaxInFlight     int           `yaml:"max_in_flight" default:"5" doc:"Unacknowledged produce requests per broker connection (default 5, or 1 when idempotent)."`
+	Partitioner     string        `yaml:"partitioner" default:"hash" doc:"Partition choice: hash (of the key, random for keyless messages), murmur2 (Java client compatible), random or round_robin (default hash)."`
+	MaxMessageBytes units.Size    `yaml:"max_message_bytes" default:"1000000" doc:"Largest message, and batch of messages per partition, the producer sends, like max.request.size (default 1000000)."`
 }
 
 // ConsumeOptions are the Kafka fields of a workload's consume section.
 type ConsumeOptions struct {
-	FetchSize      units.Size    `yaml:"fetch_size" doc:"Bytes asked for per partition in each fetch request, like kafka-consumer-perf-test --fetch-size (default 1MiB)."`
-	MaxWait        time.Duration `yaml:"max_wait" doc:"Longest time the broker holds a fetch waiting for data (default 500ms)."`
-	SessionTimeout time.Duration `yaml:"session_timeout" doc:"Group session timeout after which a silent member is evicted (default 10s)."`
-	Rebalance      string        `yaml:"rebalance" doc:"Partition assignment strategy: range, roundrobin or sticky (default range)."`
+	FetchSize      units.Size    `yaml:"fetch_size" default:"1MiB" doc:"Bytes asked for per partition in each fetch request, like kafka-consumer-perf-test --fetch-size (default 1MiB)."`
+	MaxWait        time.Duration `yaml:"max_wait" default:"500ms" doc:"Longest time the broker holds a fetch waiting for data (default 500ms)."`
+	SessionTimeout time.Duration `yaml:"session_timeout" default:"10s" doc:"Group session timeout after which a silent member is evicted (default 10s)."`
+	Rebalance      string        `yaml:"rebalance" default:"range" doc:"Partition assignment strategy: range, roundrobin or sticky (default range)."`
 }
 
 // brokerList splits the brokers field.
@@ -107,7 +108,14 @@ func (c *TargetConfig) version() (sarama.KafkaVersion, error) {
 	return kv, nil
 }
 
-func checkTarget(c *TargetConfig) error {
+var (
+	_ drivers.Checker = (*TargetConfig)(nil)
+	_ drivers.Checker = (*ProduceOptions)(nil)
+	_ drivers.Checker = (*ConsumeOptions)(nil)
+)
+
+// Check implements drivers.Checker.
+func (c *TargetConfig) Check() error {
 	if strings.TrimSpace(c.Brokers) == "" {
 		return errors.New(`kafka: brokers is empty; give host:port[,host:port...] or "embedded"`)
 	}
@@ -127,14 +135,14 @@ func checkTarget(c *TargetConfig) error {
 	if c.ReplicationFactor < 0 {
 		return fmt.Errorf("kafka: replication_factor %d is negative", c.ReplicationFactor)
 	}
-	t := c.TLS
-	if (t.CertFile == "") != (t.KeyFile == "") {
-		return errors.New("kafka: tls.cert_file and tls.key_file go together; give both or neither")
+	tf := c.TLS.files()
+	if err := tf.Check(); err != nil {
+		return fmt.Errorf("kafka: %w", err)
 	}
-	if !t.Enabled && (t.CAFile != "" || t.CertFile != "" || t.InsecureSkipVerify) {
+	if !c.TLS.Enabled && tf.Given() {
 		return errors.New("kafka: tls settings are given but tls.enabled is false")
 	}
-	if t.Enabled && c.embedded() {
+	if c.TLS.Enabled && c.embedded() {
 		return errors.New("kafka: tls is not available with brokers: embedded")
 	}
 	s := c.SASL
@@ -153,7 +161,8 @@ func checkTarget(c *TargetConfig) error {
 	return nil
 }
 
-func checkProduce(o *ProduceOptions) error {
+// Check implements drivers.Checker.
+func (o *ProduceOptions) Check() error {
 	if _, err := acksOf(o.Acks); err != nil {
 		return err
 	}
@@ -180,7 +189,8 @@ func checkProduce(o *ProduceOptions) error {
 	return nil
 }
 
-func checkConsume(o *ConsumeOptions) error {
+// Check implements drivers.Checker.
+func (o *ConsumeOptions) Check() error {
 	if _, err := strategyOf(o.Rebalance); err != nil {
 		return err
 	}
@@ -268,9 +278,9 @@ func baseConfig(c *TargetConfig) (*sarama.Config, error) {
 		sc.Net.DialTimeout = defaultDialTimeout
 	}
 	if c.TLS.Enabled {
-		tc, err := tlsConfig(&c.TLS)
+		tc, err := c.TLS.files().Load()
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("kafka: %w", err)
 		}
 		sc.Net.TLS.Enable = true
 		sc.Net.TLS.Config = tc
@@ -283,9 +293,9 @@ func baseConfig(c *TargetConfig) (*sarama.Config, error) {
 		sc.Net.SASL.Handshake = true
 		switch m {
 		case sarama.SASLTypeSCRAMSHA256:
-			sc.Net.SASL.SCRAMClientGeneratorFunc = func() sarama.SCRAMClient { return newSCRAM(sha256Hash) }
+			sc.Net.SASL.SCRAMClientGeneratorFunc = func() sarama.SCRAMClient { return newSCRAM(scram.SHA256) }
 		case sarama.SASLTypeSCRAMSHA512:
-			sc.Net.SASL.SCRAMClientGeneratorFunc = func() sarama.SCRAMClient { return newSCRAM(sha512Hash) }
+			sc.Net.SASL.SCRAMClientGeneratorFunc = func() sarama.SCRAMClient { return newSCRAM(scram.SHA512) }
 		}
 	}
 	// Failures surface as errors to the workload; a long retry ladder only
@@ -295,28 +305,9 @@ func baseConfig(c *TargetConfig) (*sarama.Config, error) {
 	return sc, nil
 }
 
-func tlsConfig(t *TLSConfig) (*tls.Config, error) {
-	// InsecureSkipVerify is an explicit opt-in for test clusters.
-	tc := &tls.Config{InsecureSkipVerify: t.InsecureSkipVerify}
-	if t.CAFile != "" {
-		pem, err := os.ReadFile(t.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("kafka: tls.ca_file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("kafka: tls.ca_file %s holds no PEM certificate", t.CAFile)
-		}
-		tc.RootCAs = pool
-	}
-	if t.CertFile != "" {
-		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("kafka: tls.cert_file/key_file: %w", err)
-		}
-		tc.Certificates = []tls.Certificate{cert}
-	}
-	return tc, nil
+// files is the part of the section that tlsconf reads.
+func (t *TLSConfig) files() *tlsconf.Config {
+	return &tlsconf.Config{CAFile: t.CAFile, CertFile: t.CertFile, KeyFile: t.KeyFile, InsecureSkipVerify: t.InsecureSkipVerify}
 }
 
 // configError rewrites sarama's configuration errors, which name its Go

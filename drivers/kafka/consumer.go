@@ -33,17 +33,10 @@ type consumer struct {
 
 var _ drivers.Gauger = (*consumer)(nil)
 
-// NewConsumer implements drivers.Target.
-func (t *Target) NewConsumer(ctx context.Context, spec drivers.ConsumerSpec) (drivers.Consumer, error) {
+// NewConsumer implements drivers.TargetOf.
+func (t *Target) NewConsumer(ctx context.Context, spec drivers.ConsumerSpec, opts *ConsumeOptions) (drivers.Consumer, error) {
 	if spec.Group == "" {
 		return nil, fmt.Errorf("kafka: consumer of topic %s (workload %s) needs a group", spec.Topic, spec.Workload)
-	}
-	opts, _ := spec.Options.(*ConsumeOptions)
-	if opts == nil {
-		opts = &ConsumeOptions{}
-	}
-	if err := checkConsume(opts); err != nil {
-		return nil, fmt.Errorf("%w (workload %s)", err, spec.Workload)
 	}
 	sc := t.clientConfig()
 	sc.Consumer.Return.Errors = true

@@ -18,57 +18,21 @@ import (
 	"github.com/planrun/planrun/drivers"
 )
 
-func init() { drivers.Register("kafka", Driver{}) }
+func init() { drivers.Register("kafka", Driver) }
 
 // Driver opens Kafka targets.
-type Driver struct{}
+var Driver = drivers.Define(open)
 
 var (
-	_ drivers.Driver          = Driver{}
-	_ drivers.ProduceOptioner = Driver{}
-	_ drivers.ConsumeOptioner = Driver{}
-	_ drivers.ConfigChecker   = Driver{}
-	_ drivers.Target          = (*Target)(nil)
-	_ drivers.LagReader       = (*Target)(nil)
-	_ drivers.TopicCreator    = (*Target)(nil)
-	_ drivers.Describer       = (*Target)(nil)
+	_ drivers.TargetOf[ProduceOptions, ConsumeOptions] = (*Target)(nil)
+	_ drivers.LagReader                                = (*Target)(nil)
+	_ drivers.TopicCreator                             = (*Target)(nil)
+	_ drivers.Describer                                = (*Target)(nil)
 )
 
-// NewTargetConfig implements drivers.Driver.
-func (Driver) NewTargetConfig() any { return &TargetConfig{} }
-
-// NewProduceOptions implements drivers.ProduceOptioner.
-func (Driver) NewProduceOptions() any { return &ProduceOptions{} }
-
-// NewConsumeOptions implements drivers.ConsumeOptioner.
-func (Driver) NewConsumeOptions() any { return &ConsumeOptions{} }
-
-// CheckConfig implements drivers.ConfigChecker. Besides the target config it
-// accepts produce and consume options, so a loader can check those early too.
-func (Driver) CheckConfig(cfg any) error {
-	switch c := cfg.(type) {
-	case *TargetConfig:
-		return checkTarget(c)
-	case *ProduceOptions:
-		return checkProduce(c)
-	case *ConsumeOptions:
-		return checkConsume(c)
-	case nil:
-		return errors.New("kafka: no config")
-	}
-	return fmt.Errorf("kafka: unexpected config type %T", cfg)
-}
-
-// Open implements drivers.Driver: it starts the embedded cluster if asked
-// and checks that the brokers answer before any workload starts.
-func (Driver) Open(ctx context.Context, cfg any) (drivers.Target, error) {
-	c, ok := cfg.(*TargetConfig)
-	if !ok || c == nil {
-		return nil, fmt.Errorf("kafka: unexpected config type %T", cfg)
-	}
-	if err := checkTarget(c); err != nil {
-		return nil, err
-	}
+// open starts the embedded cluster if asked and checks that the brokers
+// answer before any workload starts.
+func open(ctx context.Context, c *TargetConfig) (*Target, error) {
 	base, err := baseConfig(c)
 	if err != nil {
 		return nil, err
@@ -172,7 +136,7 @@ func (t *Target) Describe() string {
 	return s + " (" + strings.Join(extra, ", ") + ")"
 }
 
-// Close implements drivers.Target. Producers and consumers hold clients of
+// Close implements drivers.TargetOf. Producers and consumers hold clients of
 // their own and should be closed first; the embedded cluster stops here.
 func (t *Target) Close() error {
 	t.mu.Lock()

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/xdg-go/scram"
 
 	"github.com/planrun/planrun/drivers"
 	"github.com/planrun/planrun/units"
@@ -29,12 +30,12 @@ func openEmbedded(t testing.TB, cfg *TargetConfig) *Target {
 		cfg = &TargetConfig{}
 	}
 	cfg.Brokers = Embedded
-	tg, err := Driver{}.Open(testCtx(t, 10*time.Second), cfg)
+	tg, err := open(testCtx(t, 10*time.Second), cfg)
 	if err != nil {
 		t.Fatalf("open embedded: %v", err)
 	}
 	t.Cleanup(func() { _ = tg.Close() })
-	return tg.(*Target)
+	return tg
 }
 
 // produce sends the values from threads goroutines and fails the test on
@@ -42,7 +43,10 @@ func openEmbedded(t testing.TB, cfg *TargetConfig) *Target {
 func produce(t testing.TB, tg *Target, topic string, opts *ProduceOptions, threads int, values [][]byte) {
 	t.Helper()
 	ctx := testCtx(t, 20*time.Second)
-	p, err := tg.NewProducer(ctx, drivers.ProducerSpec{Workload: "w", Topic: topic, Threads: threads, Options: opts})
+	if opts == nil {
+		opts = &ProduceOptions{}
+	}
+	p, err := tg.NewProducer(ctx, drivers.ProducerSpec{Workload: "w", Topic: topic, Threads: threads}, opts)
 	if err != nil {
 		t.Fatalf("new producer: %v", err)
 	}
@@ -144,7 +148,7 @@ func startConsumer(t testing.TB, tg *Target, spec drivers.ConsumerSpec, col *col
 
 func startConsumerFunc(t testing.TB, tg *Target, spec drivers.ConsumerSpec, handle func(*drivers.Message)) *running {
 	t.Helper()
-	c, err := tg.NewConsumer(testCtx(t, 10*time.Second), spec)
+	c, err := tg.NewConsumer(testCtx(t, 10*time.Second), spec, &ConsumeOptions{})
 	if err != nil {
 		t.Fatalf("new consumer: %v", err)
 	}
@@ -355,7 +359,7 @@ func TestProduceOptions(t *testing.T) {
 	}
 	for name, opts := range cases {
 		t.Run(name, func(t *testing.T) {
-			if err := (Driver{}).CheckConfig(opts); err != nil {
+			if err := opts.Check(); err != nil {
 				t.Fatalf("check: %v", err)
 			}
 			vals, _ := makeValues("o", 200)
@@ -397,7 +401,7 @@ func TestSASLWrongPasswordNotLeaked(t *testing.T) {
 		SASL:        SASLConfig{Mechanism: "SCRAM-SHA-256", User: "bench", Password: "wrong-pass-xyz"},
 		DialTimeout: time.Second,
 	}
-	tg, err := Driver{}.Open(testCtx(t, 15*time.Second), cfg)
+	tg, err := Driver.Open(testCtx(t, 15*time.Second), cfg)
 	if err == nil {
 		_ = tg.Close()
 		t.Fatal("open with a wrong password succeeded")
@@ -409,7 +413,7 @@ func TestSASLWrongPasswordNotLeaked(t *testing.T) {
 }
 
 func TestConfigErrors(t *testing.T) {
-	d := Driver{}
+	d := Driver.(drivers.ConfigChecker)
 	err := d.CheckConfig(&ProduceOptions{Idempotent: true, Acks: "leader"})
 	if err == nil || !strings.Contains(err.Error(), "idempotent") || !strings.Contains(err.Error(), "acks: all") {
 		t.Fatalf("idempotent with acks leader: %v", err)
@@ -418,9 +422,11 @@ func TestConfigErrors(t *testing.T) {
 		t.Fatalf("idempotent with max_in_flight 5: %v", err)
 	}
 
+	// Options are checked when the plan loads; unchecked ones still fail
+	// in the client's own words, without a panic.
 	tg := openEmbedded(t, nil)
-	_, err = tg.NewProducer(testCtx(t, 5*time.Second), drivers.ProducerSpec{Workload: "w", Topic: "x", Options: &ProduceOptions{Idempotent: true, Acks: "none"}})
-	if err == nil || !strings.Contains(err.Error(), "idempotent needs acks: all") {
+	_, err = tg.NewProducer(testCtx(t, 5*time.Second), drivers.ProducerSpec{Workload: "w", Topic: "x"}, &ProduceOptions{Idempotent: true, Acks: "none"})
+	if err == nil || !strings.Contains(err.Error(), "invalid client settings") {
 		t.Fatalf("new producer idempotent with acks none: %v", err)
 	}
 
@@ -451,7 +457,7 @@ func TestConfigErrors(t *testing.T) {
 
 func TestUnreachableBroker(t *testing.T) {
 	start := time.Now()
-	_, err := Driver{}.Open(testCtx(t, 20*time.Second), &TargetConfig{Brokers: "127.0.0.1:1", DialTimeout: 300 * time.Millisecond})
+	_, err := Driver.Open(testCtx(t, 20*time.Second), &TargetConfig{Brokers: "127.0.0.1:1", DialTimeout: 300 * time.Millisecond})
 	if err == nil {
 		t.Fatal("open of an unreachable broker succeeded")
 	}
@@ -466,7 +472,7 @@ func TestUnreachableBroker(t *testing.T) {
 	// A context deadline bounds Open even if the broker never answers.
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	_, err = Driver{}.Open(ctx, &TargetConfig{Brokers: "127.0.0.1:1"})
+	_, err = Driver.Open(ctx, &TargetConfig{Brokers: "127.0.0.1:1"})
 	if err == nil {
 		t.Fatal("open succeeded")
 	}
@@ -474,7 +480,7 @@ func TestUnreachableBroker(t *testing.T) {
 
 func TestClosedAndCancelled(t *testing.T) {
 	tg := openEmbedded(t, nil)
-	p, err := tg.NewProducer(testCtx(t, 5*time.Second), drivers.ProducerSpec{Workload: "w", Topic: "c", Threads: 1})
+	p, err := tg.NewProducer(testCtx(t, 5*time.Second), drivers.ProducerSpec{Workload: "w", Topic: "c", Threads: 1}, &ProduceOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -493,7 +499,7 @@ func TestClosedAndCancelled(t *testing.T) {
 		t.Fatalf("second close: %v", err)
 	}
 
-	if _, err := tg.NewConsumer(testCtx(t, 5*time.Second), drivers.ConsumerSpec{Topic: "c"}); err == nil || !strings.Contains(err.Error(), "group") {
+	if _, err := tg.NewConsumer(testCtx(t, 5*time.Second), drivers.ConsumerSpec{Topic: "c"}, &ConsumeOptions{}); err == nil || !strings.Contains(err.Error(), "group") {
 		t.Fatalf("consumer without group: %v", err)
 	}
 	if !strings.Contains(tg.Describe(), "embedded kfake") || !strings.HasPrefix(tg.Describe(), "kafka 127.0.0.1:") {
@@ -518,7 +524,7 @@ func BenchmarkProduce(b *testing.B) {
 	const parallelism = 16
 	p, err := tg.NewProducer(testCtx(b, 10*time.Second), drivers.ProducerSpec{
 		Workload: "bench", Topic: "bench", Threads: parallelism * runtime.GOMAXPROCS(0),
-	})
+	}, &ProduceOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -549,8 +555,7 @@ func TestRunFailsWhenGroupCannotBeJoined(t *testing.T) {
 	// The broker refuses session timeouts above its maximum (5m).
 	c, err := tg.NewConsumer(testCtx(t, 5*time.Second), drivers.ConsumerSpec{
 		Workload: "w", Topic: "nojoin", Group: "g-nojoin",
-		Options: &ConsumeOptions{SessionTimeout: 10 * time.Minute},
-	})
+	}, &ConsumeOptions{SessionTimeout: 10 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -565,5 +570,15 @@ func TestRunFailsWhenGroupCannotBeJoined(t *testing.T) {
 		t.Logf("error: %v", err)
 	case <-time.After(20 * time.Second):
 		t.Fatal("run did not fail")
+	}
+}
+
+func TestSCRAMClientOutOfOrder(t *testing.T) {
+	s := newSCRAM(scram.SHA256)
+	if s.Done() {
+		t.Fatal("done before begin")
+	}
+	if _, err := s.Step(""); err == nil {
+		t.Fatal("step before begin succeeded")
 	}
 }

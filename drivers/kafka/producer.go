@@ -40,15 +40,8 @@ type producer struct {
 
 var _ drivers.Gauger = (*producer)(nil)
 
-// NewProducer implements drivers.Target.
-func (t *Target) NewProducer(ctx context.Context, spec drivers.ProducerSpec) (drivers.Producer, error) {
-	opts, _ := spec.Options.(*ProduceOptions)
-	if opts == nil {
-		opts = &ProduceOptions{}
-	}
-	if err := checkProduce(opts); err != nil {
-		return nil, fmt.Errorf("%w (workload %s)", err, spec.Workload)
-	}
+// NewProducer implements drivers.TargetOf.
+func (t *Target) NewProducer(ctx context.Context, spec drivers.ProducerSpec, opts *ProduceOptions) (drivers.Producer, error) {
 	sc := t.clientConfig()
 	sc.Producer.Return.Successes = true
 	sc.Producer.Return.Errors = true

@@ -14,24 +14,21 @@ import (
 	"github.com/planrun/planrun/drivers"
 )
 
-func init() { drivers.Register("memory", Driver{}) }
+func init() { drivers.Register("memory", Driver) }
 
 // Driver opens in-process brokers.
-type Driver struct{}
+var Driver = drivers.Define(open)
 
 // Config is a memory target.
 type Config struct {
-	Partitions int           `yaml:"partitions" doc:"partitions of topics created on first use (default 4)"`
-	Delay      time.Duration `yaml:"delay" doc:"time each send takes before it is acknowledged (default 0s)"`
-	FailEvery  int           `yaml:"fail_every" doc:"refuse every Nth send, to try failure handling (default 0 = never)"`
+	Partitions int           `yaml:"partitions" default:"4" doc:"partitions of topics created on first use (default 4)"`
+	Delay      time.Duration `yaml:"delay" default:"0s" doc:"time each send takes before it is acknowledged (default 0s)"`
+	FailEvery  int           `yaml:"fail_every" default:"0" doc:"refuse every Nth send, to try failure handling (default 0 = never)"`
 }
 
-// NewTargetConfig returns an empty config.
-func (Driver) NewTargetConfig() any { return &Config{} }
-
-// Open starts a fresh broker.
-func (Driver) Open(_ context.Context, cfg any) (drivers.Target, error) {
-	c := *cfg.(*Config)
+// open starts a fresh broker.
+func open(_ context.Context, cfg *Config) (*Broker, error) {
+	c := *cfg
 	if c.Partitions <= 0 {
 		c.Partitions = 4
 	}
@@ -103,7 +100,7 @@ type producer struct {
 }
 
 // NewProducer returns a sender.
-func (b *Broker) NewProducer(context.Context, drivers.ProducerSpec) (drivers.Producer, error) {
+func (b *Broker) NewProducer(context.Context, drivers.ProducerSpec, *drivers.NoOptions) (drivers.Producer, error) {
 	return &producer{b: b}, nil
 }
 
@@ -150,7 +147,7 @@ type consumer struct {
 
 // NewConsumer joins a group. Every consumer of a group reads every
 // partition from the group's position: use one consumer per group.
-func (b *Broker) NewConsumer(_ context.Context, spec drivers.ConsumerSpec) (drivers.Consumer, error) {
+func (b *Broker) NewConsumer(_ context.Context, spec drivers.ConsumerSpec, _ *drivers.NoOptions) (drivers.Consumer, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	t := b.topicLocked(spec.Topic, 0)

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/planrun/planrun/drivers"
+	"github.com/planrun/planrun/drivers/tlsconf"
 	embedded "github.com/planrun/planrun/embedded/mqtt"
 )
 
@@ -70,19 +71,19 @@ func TestTLS(t *testing.T) {
 	if !strings.HasPrefix(b.URL(), "ssl://") {
 		t.Fatalf("URL() = %s", b.URL())
 	}
-	tg := open(t, &TargetConfig{URL: b.URL(), TLS: TLSConfig{CAFile: caFile}, SourceAddrs: []string{"127.0.0.1"}})
+	tg := mustOpen(t, &TargetConfig{URL: b.URL(), TLS: tlsconf.Config{CAFile: caFile}, SourceAddrs: []string{"127.0.0.1"}})
 	if !strings.Contains(tg.Describe(), "tls") {
 		t.Errorf("Describe() = %q", tg.Describe())
 	}
 	qos1Counts(t, tg, 200)
-	open(t, &TargetConfig{URL: b.URL(), TLS: TLSConfig{InsecureSkipVerify: true}})
-	if _, err := (Driver{}).Open(testCtx(t, 10*time.Second), &TargetConfig{URL: b.URL()}); err == nil || !strings.Contains(err.Error(), "certificate") {
+	mustOpen(t, &TargetConfig{URL: b.URL(), TLS: tlsconf.Config{InsecureSkipVerify: true}})
+	if _, err := Driver.Open(testCtx(t, 10*time.Second), &TargetConfig{URL: b.URL()}); err == nil || !strings.Contains(err.Error(), "certificate") {
 		t.Errorf("open without trusting the broker's certificate: %v", err)
 	}
 }
 
 func TestProtocol31(t *testing.T) {
-	tg := open(t, &TargetConfig{URL: Embedded, ProtocolVersion: 3})
+	tg := mustOpen(t, &TargetConfig{URL: Embedded, ProtocolVersion: 3})
 	if !strings.Contains(tg.Describe(), "MQTT 3.1,") && !strings.HasSuffix(tg.Describe(), "MQTT 3.1)") {
 		t.Errorf("Describe() = %q", tg.Describe())
 	}
@@ -98,8 +99,8 @@ func TestReconnect(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr := b1.Addr()
-	tg := open(t, &TargetConfig{URL: "tcp://" + addr, ConnectTimeout: 5 * time.Second})
-	conns, err := tg.Connect(testCtx(t, 10*time.Second), drivers.ConnectSpec{Workload: "fleet", Options: &ProduceOptions{Clients: 5}})
+	tg := mustOpen(t, &TargetConfig{URL: "tcp://" + addr, ConnectTimeout: 5 * time.Second})
+	conns, err := tg.Connect(testCtx(t, 10*time.Second), drivers.ConnectSpec{Workload: "fleet"}, &ProduceOptions{Clients: 5})
 	if err != nil {
 		t.Fatal(err)
 	}

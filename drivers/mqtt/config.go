@@ -1,17 +1,17 @@
 package mqtt
 
 import (
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
 	"net/url"
-	"os"
 	"regexp"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/planrun/planrun/drivers"
+	"github.com/planrun/planrun/drivers/tlsconf"
 )
 
 // Embedded is the url value that starts an in-process broker.
@@ -28,21 +28,13 @@ const (
 
 // TargetConfig is an MQTT target's section of a plan.
 type TargetConfig struct {
-	URL             string        `yaml:"url" doc:"Broker URL: tcp://host:port, ssl://host:port (also tls://, mqtts://), ws:// or wss://host:port/path, or \"embedded\" to start an in-process broker (mochi-mqtt)."`
-	Username        string        `yaml:"username" doc:"User name sent in CONNECT."`
-	Password        string        `yaml:"password" secret:"true" doc:"Password sent in CONNECT (needs username)."`
-	TLS             TLSConfig     `yaml:"tls" doc:"TLS settings for ssl://, tls://, mqtts:// and wss:// URLs."`
-	SourceAddrs     []string      `yaml:"source_addrs" doc:"Local IP addresses to spread client connections over, round robin, to go past the ~64k ephemeral ports of one address (tcp and ssl URLs)."`
-	ProtocolVersion int           `yaml:"protocol_version" doc:"MQTT protocol level: 3 (MQTT 3.1) or 4 (MQTT 3.1.1, default); 5 is not supported."`
-	ConnectTimeout  time.Duration `yaml:"connect_timeout" doc:"Longest one connection attempt (TCP, TLS and CONNACK) may take (default 30s)."`
-}
-
-// TLSConfig tunes TLS; whether TLS is used follows from the URL's scheme.
-type TLSConfig struct {
-	CAFile             string `yaml:"ca_file" doc:"PEM file of CA certificates to trust instead of the system pool."`
-	CertFile           string `yaml:"cert_file" doc:"PEM client certificate for mutual TLS (with key_file)."`
-	KeyFile            string `yaml:"key_file" doc:"PEM private key of cert_file."`
-	InsecureSkipVerify bool   `yaml:"insecure_skip_verify" doc:"Accept any broker certificate (testing only)."`
+	URL             string         `yaml:"url" doc:"Broker URL: tcp://host:port, ssl://host:port (also tls://, mqtts://), ws:// or wss://host:port/path, or \"embedded\" to start an in-process broker (mochi-mqtt)."`
+	Username        string         `yaml:"username" doc:"User name sent in CONNECT."`
+	Password        string         `yaml:"password" secret:"true" doc:"Password sent in CONNECT (needs username)."`
+	TLS             tlsconf.Config `yaml:"tls" doc:"TLS settings for ssl://, tls://, mqtts:// and wss:// URLs."`
+	SourceAddrs     []string       `yaml:"source_addrs" doc:"Local IP addresses to spread client connections over, round robin, to go past the ~64k ephemeral ports of one address (tcp and ssl URLs)."`
+	ProtocolVersion int            `yaml:"protocol_version" default:"4" doc:"MQTT protocol level: 3 (MQTT 3.1) or 4 (MQTT 3.1.1, default); 5 is not supported."`
+	ConnectTimeout  time.Duration  `yaml:"connect_timeout" default:"30s" doc:"Longest one connection attempt (TCP, TLS and CONNACK) may take (default 30s)."`
 }
 
 // ProduceOptions are the MQTT fields of a workload's produce section; a
@@ -50,23 +42,23 @@ type TLSConfig struct {
 // clean_session, client_id).
 type ProduceOptions struct {
 	Clients      int           `yaml:"clients" doc:"Client connections to publish from (default: the workload's threads); each message goes out on client (source mod clients)."`
-	ConnectRate  float64       `yaml:"connect_rate" doc:"New connection attempts per second, reconnects and retries included (default 0: as fast as the broker takes them)."`
-	KeepAlive    time.Duration `yaml:"keepalive" doc:"MQTT keep-alive interval in whole seconds (default 60s)."`
-	CleanSession *bool         `yaml:"clean_session" doc:"Start each connection with a clean session (default true)."`
-	ClientID     string        `yaml:"client_id" doc:"Client id template: {client} is the client's index, {workload} the workload's name (default planrun-{workload}-{client})."`
-	QoS          *int          `yaml:"qos" doc:"Publish QoS: 0 (a send ends when written), 1 (when PUBACK arrives) or 2 (when PUBCOMP arrives) (default 1)."`
+	ConnectRate  float64       `yaml:"connect_rate" default:"0" doc:"New connection attempts per second, reconnects and retries included (default 0: as fast as the broker takes them)."`
+	KeepAlive    time.Duration `yaml:"keepalive" default:"60s" doc:"MQTT keep-alive interval in whole seconds (default 60s)."`
+	CleanSession *bool         `yaml:"clean_session" default:"true" doc:"Start each connection with a clean session (default true)."`
+	ClientID     string        `yaml:"client_id" default:"planrun-{workload}-{client}" doc:"Client id template: {client} is the client's index, {workload} the workload's name (default planrun-{workload}-{client})."`
+	QoS          *int          `yaml:"qos" default:"1" doc:"Publish QoS: 0 (a send ends when written), 1 (when PUBACK arrives) or 2 (when PUBCOMP arrives) (default 1)."`
 	Retain       bool          `yaml:"retain" doc:"Publish with the retain flag."`
-	SendTimeout  time.Duration `yaml:"send_timeout" doc:"Longest one send waits for its client to connect and for the broker's acknowledgement before it counts as failed (default 30s)."`
+	SendTimeout  time.Duration `yaml:"send_timeout" default:"30s" doc:"Longest one send waits for its client to connect and for the broker's acknowledgement before it counts as failed (default 30s)."`
 }
 
 // ConsumeOptions are the MQTT fields of a workload's consume section.
 type ConsumeOptions struct {
-	QoS          *int          `yaml:"qos" doc:"Subscription QoS: 0, 1 or 2 (default 1)."`
-	Clients      int           `yaml:"clients" doc:"Subscribing connections per consumer (default 1); each subscribes to the topic with {client} replaced by its index."`
+	QoS          *int          `yaml:"qos" default:"1" doc:"Subscription QoS: 0, 1 or 2 (default 1)."`
+	Clients      int           `yaml:"clients" default:"1" doc:"Subscribing connections per consumer (default 1); each subscribes to the topic with {client} replaced by its index."`
 	Shared       bool          `yaml:"shared" doc:"Subscribe as $share/<group>/<topic> so all clients of the group split the messages (broker must support shared subscriptions)."`
-	CleanSession *bool         `yaml:"clean_session" doc:"Start with a clean session (default true); false with a fixed client_id resumes the broker-side session, so a restarted consumer gets the QoS 1/2 messages queued while it was stopped."`
-	ClientID     string        `yaml:"client_id" doc:"Client id template with {client}, {workload}, {group} and {instance} (default planrun-{instance}-{client}); with clean_session false it must not contain {instance}."`
-	KeepAlive    time.Duration `yaml:"keepalive" doc:"MQTT keep-alive interval in whole seconds (default 60s)."`
+	CleanSession *bool         `yaml:"clean_session" default:"true" doc:"Start with a clean session (default true); false with a fixed client_id resumes the broker-side session, so a restarted consumer gets the QoS 1/2 messages queued while it was stopped."`
+	ClientID     string        `yaml:"client_id" default:"planrun-{instance}-{client}" doc:"Client id template with {client}, {workload}, {group} and {instance} (default planrun-{instance}-{client}); with clean_session false it must not contain {instance}."`
+	KeepAlive    time.Duration `yaml:"keepalive" default:"60s" doc:"MQTT keep-alive interval in whole seconds (default 60s)."`
 }
 
 func (c *TargetConfig) embedded() bool {
@@ -79,7 +71,14 @@ var schemes = map[string]bool{ // scheme -> uses TLS
 	"ws": false, "wss": true,
 }
 
-func checkTarget(c *TargetConfig) error {
+var (
+	_ drivers.Checker = (*TargetConfig)(nil)
+	_ drivers.Checker = (*ProduceOptions)(nil)
+	_ drivers.Checker = (*ConsumeOptions)(nil)
+)
+
+// Check implements drivers.Checker.
+func (c *TargetConfig) Check() error {
 	raw := strings.TrimSpace(c.URL)
 	if raw == "" {
 		return errors.New(`mqtt: url is empty; give tcp://host:port, ssl://host:port or "embedded"`)
@@ -106,10 +105,9 @@ func checkTarget(c *TargetConfig) error {
 	if c.Password != "" && c.Username == "" {
 		return errors.New("mqtt: password is set but username is empty; MQTT 3.1.1 sends a password only with a user name")
 	}
-	t := c.TLS
-	tlsGiven := t.CAFile != "" || t.CertFile != "" || t.KeyFile != "" || t.InsecureSkipVerify
-	if (t.CertFile == "") != (t.KeyFile == "") {
-		return errors.New("mqtt: tls.cert_file and tls.key_file go together; give both or neither")
+	tlsGiven := c.TLS.Given()
+	if err := c.TLS.Check(); err != nil {
+		return fmt.Errorf("mqtt: %w", err)
 	}
 	if tlsGiven && c.embedded() {
 		return errors.New("mqtt: tls is not available with url: embedded")
@@ -150,29 +148,6 @@ func (c *TargetConfig) connectTimeout() time.Duration {
 		return defaultConnectTimeout
 	}
 	return c.ConnectTimeout
-}
-
-func tlsConfig(t *TLSConfig) (*tls.Config, error) {
-	tc := &tls.Config{InsecureSkipVerify: t.InsecureSkipVerify} //nolint:gosec // opt-in for test brokers
-	if t.CAFile != "" {
-		pem, err := os.ReadFile(t.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("mqtt: tls.ca_file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("mqtt: tls.ca_file %s holds no PEM certificate", t.CAFile)
-		}
-		tc.RootCAs = pool
-	}
-	if t.CertFile != "" {
-		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("mqtt: tls.cert_file/key_file: %w", err)
-		}
-		tc.Certificates = []tls.Certificate{cert}
-	}
-	return tc, nil
 }
 
 var placeholder = regexp.MustCompile(`\{[^{}]*\}`)
@@ -229,7 +204,8 @@ func boolOf(b *bool, def bool) bool {
 	return *b
 }
 
-func checkProduce(o *ProduceOptions) error {
+// Check implements drivers.Checker.
+func (o *ProduceOptions) Check() error {
 	if o.Clients < 0 {
 		return fmt.Errorf("mqtt: clients %d is negative", o.Clients)
 	}
@@ -254,7 +230,8 @@ func checkProduce(o *ProduceOptions) error {
 	return nil
 }
 
-func checkConsume(o *ConsumeOptions) error {
+// Check implements drivers.Checker.
+func (o *ConsumeOptions) Check() error {
 	if o.Clients < 0 {
 		return fmt.Errorf("mqtt: clients %d is negative", o.Clients)
 	}

@@ -53,13 +53,9 @@ type delivery struct {
 	at  time.Time
 }
 
-// NewConsumer implements drivers.Target. It connects and subscribes every
+// NewConsumer implements drivers.TargetOf. It connects and subscribes every
 // client before it returns; the broker's messages are queued until Run.
-func (t *Target) NewConsumer(ctx context.Context, spec drivers.ConsumerSpec) (drivers.Consumer, error) {
-	o, err := consumeOptions(spec.Options)
-	if err != nil {
-		return nil, err
-	}
+func (t *Target) NewConsumer(ctx context.Context, spec drivers.ConsumerSpec, o *ConsumeOptions) (drivers.Consumer, error) {
 	if err := checkFilter(spec.Topic); err != nil {
 		return nil, err
 	}

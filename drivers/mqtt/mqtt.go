@@ -30,67 +30,26 @@ import (
 	embedded "github.com/planrun/planrun/embedded/mqtt"
 )
 
-func init() { drivers.Register("mqtt", Driver{}) }
+func init() { drivers.Register("mqtt", Driver) }
 
 // Driver opens MQTT targets.
-type Driver struct{}
+var Driver = drivers.Define(open)
 
 var (
-	_ drivers.Driver          = Driver{}
-	_ drivers.ProduceOptioner = Driver{}
-	_ drivers.ConsumeOptioner = Driver{}
-	_ drivers.ConfigChecker   = Driver{}
-	_ drivers.Target          = (*Target)(nil)
-	_ drivers.Connector       = (*Target)(nil)
-	_ drivers.Describer       = (*Target)(nil)
-	_ drivers.Producer        = (*Producer)(nil)
-	_ drivers.Sourcer         = (*Producer)(nil)
-	_ drivers.Gauger          = (*Producer)(nil)
-	_ drivers.Consumer        = (*Consumer)(nil)
-	_ drivers.Gauger          = (*Consumer)(nil)
-	_ drivers.Connections     = (*Connections)(nil)
+	_ drivers.TargetOf[ProduceOptions, ConsumeOptions] = (*Target)(nil)
+	_ drivers.ConnectorOf[ProduceOptions]              = (*Target)(nil)
+	_ drivers.Describer                                = (*Target)(nil)
+	_ drivers.Producer                                 = (*Producer)(nil)
+	_ drivers.Sourcer                                  = (*Producer)(nil)
+	_ drivers.Gauger                                   = (*Producer)(nil)
+	_ drivers.Consumer                                 = (*Consumer)(nil)
+	_ drivers.Gauger                                   = (*Consumer)(nil)
+	_ drivers.Connections                              = (*Connections)(nil)
 )
 
-// NewTargetConfig implements drivers.Driver.
-func (Driver) NewTargetConfig() any { return &TargetConfig{} }
-
-// NewProduceOptions implements drivers.ProduceOptioner.
-func (Driver) NewProduceOptions() any { return &ProduceOptions{} }
-
-// NewConsumeOptions implements drivers.ConsumeOptioner.
-func (Driver) NewConsumeOptions() any { return &ConsumeOptions{} }
-
-// CanConnect tells the plan loader that MQTT targets can hold idle
-// connections (connect workloads), before any target is opened.
-func (Driver) CanConnect() bool { return true }
-
-// CheckConfig implements drivers.ConfigChecker for the target config and
-// for produce and consume options.
-func (Driver) CheckConfig(cfg any) error {
-	switch c := cfg.(type) {
-	case *TargetConfig:
-		return checkTarget(c)
-	case *ProduceOptions:
-		return checkProduce(c)
-	case *ConsumeOptions:
-		return checkConsume(c)
-	case nil:
-		return errors.New("mqtt: no config")
-	}
-	return fmt.Errorf("mqtt: unexpected config type %T", cfg)
-}
-
-// Open implements drivers.Driver: it starts the embedded broker if asked and
-// makes one probe connection, so a wrong address or bad credentials show up
-// before any workload starts.
-func (Driver) Open(ctx context.Context, cfg any) (drivers.Target, error) {
-	c, ok := cfg.(*TargetConfig)
-	if !ok || c == nil {
-		return nil, fmt.Errorf("mqtt: unexpected config type %T", cfg)
-	}
-	if err := checkTarget(c); err != nil {
-		return nil, err
-	}
+// open starts the embedded broker if asked and makes one probe connection,
+// so a wrong address or bad credentials show up before any workload starts.
+func open(ctx context.Context, c *TargetConfig) (*Target, error) {
 	t := &Target{cfg: *c, open: map[closer]struct{}{}, consumerIDs: map[string]bool{}}
 	raw := strings.TrimSpace(c.URL)
 	if c.embedded() {
@@ -109,9 +68,9 @@ func (Driver) Open(ctx context.Context, cfg any) (drivers.Target, error) {
 	u.Scheme = strings.ToLower(u.Scheme)
 	t.server = u
 	if schemes[u.Scheme] {
-		if t.tls, err = tlsConfig(&c.TLS); err != nil {
+		if t.tls, err = c.TLS.Load(); err != nil {
 			t.stopBroker()
-			return nil, err
+			return nil, fmt.Errorf("mqtt: %w", err)
 		}
 	}
 	t.dialers = makeDialers(c)
@@ -180,7 +139,7 @@ func (t *Target) Describe() string {
 // Broker returns the embedded broker, or nil.
 func (t *Target) Broker() *embedded.Broker { return t.broker }
 
-// Close implements drivers.Target: it closes what workloads left open and
+// Close implements drivers.TargetOf: it closes what workloads left open and
 // stops the embedded broker.
 func (t *Target) Close() error {
 	t.mu.Lock()
@@ -315,14 +274,10 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// NewProducer implements drivers.Target. It returns once the first client
+// NewProducer implements drivers.TargetOf. It returns once the first client
 // is connected; the others connect in the background at connect_rate, and a
 // send on a client that is not connected yet waits for it (send_timeout).
-func (t *Target) NewProducer(ctx context.Context, spec drivers.ProducerSpec) (drivers.Producer, error) {
-	o, err := produceOptions(spec.Options)
-	if err != nil {
-		return nil, err
-	}
+func (t *Target) NewProducer(ctx context.Context, spec drivers.ProducerSpec, o *ProduceOptions) (drivers.Producer, error) {
 	if err := checkPublishTopic(spec.Topic); err != nil {
 		return nil, err
 	}
@@ -342,14 +297,10 @@ func (t *Target) NewProducer(ctx context.Context, spec drivers.ProducerSpec) (dr
 	return p, nil
 }
 
-// Connect implements drivers.Connector: it holds clients idle connections,
+// Connect implements drivers.ConnectorOf: it holds clients idle connections,
 // made at connect_rate in the background; the first one is made before it
 // returns, so configuration errors surface at once.
-func (t *Target) Connect(ctx context.Context, spec drivers.ConnectSpec) (drivers.Connections, error) {
-	o, err := produceOptions(spec.Options)
-	if err != nil {
-		return nil, err
-	}
+func (t *Target) Connect(ctx context.Context, spec drivers.ConnectSpec, o *ProduceOptions) (drivers.Connections, error) {
 	n := o.Clients
 	if n == 0 {
 		n = 1
@@ -359,38 +310,6 @@ func (t *Target) Connect(ctx context.Context, spec drivers.ConnectSpec) (drivers
 		return nil, err
 	}
 	return &Connections{f: f}, nil
-}
-
-func produceOptions(v any) (*ProduceOptions, error) {
-	switch o := v.(type) {
-	case nil:
-		return &ProduceOptions{}, nil
-	case *ProduceOptions:
-		if o == nil {
-			return &ProduceOptions{}, nil
-		}
-		if err := checkProduce(o); err != nil {
-			return nil, err
-		}
-		return o, nil
-	}
-	return nil, fmt.Errorf("mqtt: unexpected produce options type %T", v)
-}
-
-func consumeOptions(v any) (*ConsumeOptions, error) {
-	switch o := v.(type) {
-	case nil:
-		return &ConsumeOptions{}, nil
-	case *ConsumeOptions:
-		if o == nil {
-			return &ConsumeOptions{}, nil
-		}
-		if err := checkConsume(o); err != nil {
-			return nil, err
-		}
-		return o, nil
-	}
-	return nil, fmt.Errorf("mqtt: unexpected consume options type %T", v)
 }
 
 // Connections are idle client connections held by a connect workload.

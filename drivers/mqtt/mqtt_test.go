@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/planrun/planrun/drivers"
+	"github.com/planrun/planrun/drivers/tlsconf"
 )
 
 func testCtx(t testing.TB, d time.Duration) context.Context {
@@ -19,18 +20,18 @@ func testCtx(t testing.TB, d time.Duration) context.Context {
 	return ctx
 }
 
-func open(t testing.TB, cfg *TargetConfig) *Target {
+func mustOpen(t testing.TB, cfg *TargetConfig) *Target {
 	t.Helper()
-	tg, err := Driver{}.Open(testCtx(t, 20*time.Second), cfg)
+	tg, err := open(testCtx(t, 20*time.Second), cfg)
 	if err != nil {
 		t.Fatalf("open %s: %v", cfg.URL, err)
 	}
 	t.Cleanup(func() { _ = tg.Close() })
-	return tg.(*Target)
+	return tg
 }
 
 func openEmbedded(t testing.TB) *Target {
-	return open(t, &TargetConfig{URL: Embedded})
+	return mustOpen(t, &TargetConfig{URL: Embedded})
 }
 
 // realBroker returns the URL in env, skipping the test when it is unset,
@@ -155,7 +156,10 @@ func send(t *testing.T, p drivers.Producer, topic, prefix string, n, threads int
 
 func newProducer(t *testing.T, tg *Target, topic string, threads int, o *ProduceOptions) drivers.Producer {
 	t.Helper()
-	p, err := tg.NewProducer(testCtx(t, 20*time.Second), drivers.ProducerSpec{Workload: "pub", Topic: topic, Threads: threads, Options: o})
+	if o == nil {
+		o = &ProduceOptions{}
+	}
+	p, err := tg.NewProducer(testCtx(t, 20*time.Second), drivers.ProducerSpec{Workload: "pub", Topic: topic, Threads: threads}, o)
 	if err != nil {
 		t.Fatalf("new producer: %v", err)
 	}
@@ -165,7 +169,10 @@ func newProducer(t *testing.T, tg *Target, topic string, threads int, o *Produce
 
 func newConsumer(t *testing.T, tg *Target, topic, group, instance string, o *ConsumeOptions) drivers.Consumer {
 	t.Helper()
-	c, err := tg.NewConsumer(testCtx(t, 20*time.Second), drivers.ConsumerSpec{Workload: "sub", Topic: topic, Group: group, Instance: instance, Options: o})
+	if o == nil {
+		o = &ConsumeOptions{}
+	}
+	c, err := tg.NewConsumer(testCtx(t, 20*time.Second), drivers.ConsumerSpec{Workload: "sub", Topic: topic, Group: group, Instance: instance}, o)
 	if err != nil {
 		t.Fatalf("new consumer: %v", err)
 	}
@@ -206,11 +213,11 @@ func TestQoS1Embedded(t *testing.T) {
 }
 
 func TestQoS1Mosquitto(t *testing.T) {
-	qos1Counts(t, open(t, &TargetConfig{URL: realBroker(t, "PLANRUN_TEST_MOSQUITTO")}), 5000)
+	qos1Counts(t, mustOpen(t, &TargetConfig{URL: realBroker(t, "PLANRUN_TEST_MOSQUITTO")}), 5000)
 }
 
 func TestQoS1ActiveMQ(t *testing.T) {
-	qos1Counts(t, open(t, &TargetConfig{URL: realBroker(t, "PLANRUN_TEST_ACTIVEMQ")}), 2000)
+	qos1Counts(t, mustOpen(t, &TargetConfig{URL: realBroker(t, "PLANRUN_TEST_ACTIVEMQ")}), 2000)
 }
 
 func TestQoS0And2(t *testing.T) {
@@ -231,8 +238,8 @@ func TestConnectRate(t *testing.T) {
 	tg := openEmbedded(t)
 	const clients, rate = 2000, 2500.0
 	start := time.Now()
-	conns, err := tg.Connect(testCtx(t, 20*time.Second), drivers.ConnectSpec{Workload: "fleet",
-		Options: &ProduceOptions{Clients: clients, ConnectRate: rate, KeepAlive: 30 * time.Second}})
+	conns, err := tg.Connect(testCtx(t, 20*time.Second), drivers.ConnectSpec{Workload: "fleet"},
+		&ProduceOptions{Clients: clients, ConnectRate: rate, KeepAlive: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -352,11 +359,11 @@ func persistentSession(t *testing.T, tg *Target) {
 func TestPersistentSessionEmbedded(t *testing.T) { persistentSession(t, openEmbedded(t)) }
 
 func TestPersistentSessionMosquitto(t *testing.T) {
-	persistentSession(t, open(t, &TargetConfig{URL: realBroker(t, "PLANRUN_TEST_MOSQUITTO")}))
+	persistentSession(t, mustOpen(t, &TargetConfig{URL: realBroker(t, "PLANRUN_TEST_MOSQUITTO")}))
 }
 
 func TestPersistentSessionActiveMQ(t *testing.T) {
-	persistentSession(t, open(t, &TargetConfig{URL: realBroker(t, "PLANRUN_TEST_ACTIVEMQ")}))
+	persistentSession(t, mustOpen(t, &TargetConfig{URL: realBroker(t, "PLANRUN_TEST_ACTIVEMQ")}))
 }
 
 // TestBlockingHandler checks that a handler that blocks (a relay pushing
@@ -419,7 +426,7 @@ func TestSendWaitsForConnection(t *testing.T) {
 func TestCredentials(t *testing.T) {
 	const pass = "s3cret-pass"
 	cfg := &TargetConfig{URL: Embedded, Username: "alice", Password: pass}
-	tg := open(t, cfg)
+	tg := mustOpen(t, cfg)
 	if d := tg.Describe(); !strings.Contains(d, "embedded mochi-mqtt") || strings.Contains(d, pass) {
 		t.Errorf("Describe() = %q", d)
 	}
@@ -428,7 +435,7 @@ func TestCredentials(t *testing.T) {
 	// The same broker refuses a wrong password, and the error says so
 	// without echoing it.
 	bad := &TargetConfig{URL: tg.server.String(), Username: "alice", Password: "wrong-pass"}
-	_, err := Driver{}.Open(testCtx(t, 10*time.Second), bad)
+	_, err := Driver.Open(testCtx(t, 10*time.Second), bad)
 	if err == nil || !strings.Contains(err.Error(), "password") || strings.Contains(err.Error(), "wrong-pass") {
 		t.Fatalf("open with a wrong password: %v", err)
 	}
@@ -439,14 +446,14 @@ func TestConsumerIDClash(t *testing.T) {
 	o := &ConsumeOptions{ClientID: "fixed-{client}"}
 	c := newConsumer(t, tg, "a/b", "g", "i0", o)
 	defer c.Close()
-	_, err := tg.NewConsumer(testCtx(t, 5*time.Second), drivers.ConsumerSpec{Workload: "sub", Topic: "a/b", Group: "g", Instance: "i1", Options: o})
+	_, err := tg.NewConsumer(testCtx(t, 5*time.Second), drivers.ConsumerSpec{Workload: "sub", Topic: "a/b", Group: "g", Instance: "i1"}, o)
 	if err == nil || !strings.Contains(err.Error(), "already used") {
 		t.Fatalf("second consumer with the same client id: %v", err)
 	}
 }
 
 func TestCheckConfig(t *testing.T) {
-	d := Driver{}
+	d := Driver.(drivers.ConfigChecker)
 	bad := []struct {
 		cfg  any
 		want string
@@ -458,7 +465,7 @@ func TestCheckConfig(t *testing.T) {
 		{&TargetConfig{URL: "tcp://host:1", ProtocolVersion: 5}, "protocol_version 5 is not supported"},
 		{&TargetConfig{URL: "tcp://host:1", ProtocolVersion: 6}, "use 3"},
 		{&TargetConfig{URL: "tcp://host:1", Password: "x"}, "username is empty"},
-		{&TargetConfig{URL: "tcp://host:1", TLS: TLSConfig{InsecureSkipVerify: true}}, "not ssl"},
+		{&TargetConfig{URL: "tcp://host:1", TLS: tlsconf.Config{InsecureSkipVerify: true}}, "not ssl"},
 		{&TargetConfig{URL: "tcp://host:1", SourceAddrs: []string{"nope"}}, "not an IP"},
 		{&ProduceOptions{QoS: intp(3)}, "qos 3"},
 		{&ProduceOptions{KeepAlive: 1500 * time.Millisecond}, "whole seconds"},
@@ -475,7 +482,7 @@ func TestCheckConfig(t *testing.T) {
 	}
 	good := []any{
 		&TargetConfig{URL: "embedded"},
-		&TargetConfig{URL: "ssl://broker:8883", TLS: TLSConfig{InsecureSkipVerify: true}, SourceAddrs: []string{"127.0.0.2"}},
+		&TargetConfig{URL: "ssl://broker:8883", TLS: tlsconf.Config{InsecureSkipVerify: true}, SourceAddrs: []string{"127.0.0.2"}},
 		&TargetConfig{URL: "ws://broker:8080/mqtt", ProtocolVersion: 3},
 		&ProduceOptions{Clients: 100, ConnectRate: 50, KeepAlive: 30 * time.Second, QoS: intp(0), ClientID: "dev-{workload}-{client}"},
 		&ConsumeOptions{CleanSession: boolp(false), ClientID: "sub-{client}", Clients: 2, Shared: true},
@@ -491,7 +498,7 @@ func TestCheckConfig(t *testing.T) {
 }
 
 func TestSourceAddrs(t *testing.T) {
-	tg := open(t, &TargetConfig{URL: Embedded, SourceAddrs: []string{"127.0.0.1", "127.0.0.2"}})
+	tg := mustOpen(t, &TargetConfig{URL: Embedded, SourceAddrs: []string{"127.0.0.1", "127.0.0.2"}})
 	if !strings.Contains(tg.Describe(), "2 source addresses") {
 		t.Errorf("Describe() = %q", tg.Describe())
 	}

@@ -29,7 +29,7 @@ const Embedded = "embedded"
 const defaultDialTimeout = 10 * time.Second
 
 func init() {
-	drivers.Register("redis", Driver{})
+	drivers.Register("redis", Driver)
 	// go-redis logs dial failures itself; planrun reports them as errors
 	// naming the target, once.
 	goredis.SetLogger(silent{})
@@ -44,53 +44,38 @@ type TargetConfig struct {
 	Addr        string        `yaml:"addr" doc:"Redis server as host:port, or \"embedded\" to start an in-process server (miniredis)."`
 	Username    string        `yaml:"username" doc:"ACL user name (Redis 6+); empty authenticates with password alone."`
 	Password    string        `yaml:"password" secret:"true" doc:"Password (AUTH)."`
-	DB          int           `yaml:"db" doc:"Database number to SELECT (default 0)."`
-	DialTimeout time.Duration `yaml:"dial_timeout" doc:"Longest connecting may take (default 10s)."`
+	DB          int           `yaml:"db" default:"0" doc:"Database number to SELECT (default 0)."`
+	DialTimeout time.Duration `yaml:"dial_timeout" default:"10s" doc:"Longest connecting may take (default 10s)."`
 }
 
 // ProduceOptions are the Redis fields of a workload's produce section.
 type ProduceOptions struct {
-	Command string `yaml:"command" doc:"Command each message becomes: hset (HSET key id value, default), xadd (XADD key * value V [key K]), lpush (LPUSH key value) or set (SET key value)."`
-	Key     string `yaml:"key" doc:"Key template: {topic} is the workload's topic, {workload} its name, {id} the message's id, its key or else a counter (default {topic}, or {topic}:{id} for set)."`
+	Command string `yaml:"command" default:"hset" doc:"Command each message becomes: hset (HSET key id value, default), xadd (XADD key * value V [key K]), lpush (LPUSH key value) or set (SET key value)."`
+	Key     string `yaml:"key" default:"{topic}" doc:"Key template: {topic} is the workload's topic, {workload} its name, {id} the message's id, its key or else a counter (default {topic}, or {topic}:{id} for set)."`
 }
 
-// Driver opens Redis targets.
-type Driver struct{}
+// Driver opens Redis targets. They take no consume options: Redis is
+// written to and probed, not consumed.
+var Driver = drivers.Define(open)
 
 var (
-	_ drivers.Driver          = Driver{}
-	_ drivers.ProduceOptioner = Driver{}
-	_ drivers.ConfigChecker   = Driver{}
-	_ drivers.Target          = (*Target)(nil)
-	_ drivers.Prober          = (*Target)(nil)
-	_ drivers.Describer       = (*Target)(nil)
-	_ drivers.Producer        = (*Producer)(nil)
+	_ drivers.TargetOf[ProduceOptions, drivers.NoOptions] = (*Target)(nil)
+	_ drivers.Prober                                      = (*Target)(nil)
+	_ drivers.Describer                                   = (*Target)(nil)
+	_ drivers.Producer                                    = (*Producer)(nil)
 )
-
-// NewTargetConfig implements drivers.Driver.
-func (Driver) NewTargetConfig() any { return &TargetConfig{} }
-
-// NewProduceOptions implements drivers.ProduceOptioner.
-func (Driver) NewProduceOptions() any { return &ProduceOptions{} }
-
-// CheckConfig implements drivers.ConfigChecker.
-func (Driver) CheckConfig(cfg any) error {
-	switch c := cfg.(type) {
-	case *TargetConfig:
-		return checkTarget(c)
-	case *ProduceOptions:
-		return checkProduce(c)
-	case nil:
-		return errors.New("redis: no config")
-	}
-	return fmt.Errorf("redis: unexpected config type %T", cfg)
-}
 
 func (c *TargetConfig) embedded() bool {
 	return strings.EqualFold(strings.TrimSpace(c.Addr), Embedded)
 }
 
-func checkTarget(c *TargetConfig) error {
+var (
+	_ drivers.Checker = (*TargetConfig)(nil)
+	_ drivers.Checker = (*ProduceOptions)(nil)
+)
+
+// Check implements drivers.Checker.
+func (c *TargetConfig) Check() error {
 	a := strings.TrimSpace(c.Addr)
 	if a == "" {
 		return errors.New(`redis: addr is empty; give host:port or "embedded"`)
@@ -119,7 +104,8 @@ var placeholder = regexp.MustCompile(`\{[^{}]*\}`)
 
 var commands = map[string]bool{"hset": true, "xadd": true, "lpush": true, "set": true}
 
-func checkProduce(o *ProduceOptions) error {
+// Check implements drivers.Checker.
+func (o *ProduceOptions) Check() error {
 	if o.Command != "" && !commands[strings.ToLower(o.Command)] {
 		return fmt.Errorf("redis: command %q: use hset, xadd, lpush or set", o.Command)
 	}
@@ -134,16 +120,9 @@ func checkProduce(o *ProduceOptions) error {
 	return nil
 }
 
-// Open implements drivers.Driver: it starts the embedded server if asked
-// and checks that the server answers PING.
-func (Driver) Open(ctx context.Context, cfg any) (drivers.Target, error) {
-	c, ok := cfg.(*TargetConfig)
-	if !ok || c == nil {
-		return nil, fmt.Errorf("redis: unexpected config type %T", cfg)
-	}
-	if err := checkTarget(c); err != nil {
-		return nil, err
-	}
+// open starts the embedded server if asked and checks that the server
+// answers PING.
+func open(ctx context.Context, c *TargetConfig) (*Target, error) {
 	t := &Target{cfg: *c, addr: strings.TrimSpace(c.Addr), counters: map[string]*atomic.Uint64{}}
 	if c.embedded() {
 		t.server = miniredis.NewMiniRedis()
@@ -228,7 +207,7 @@ func (t *Target) Describe() string {
 	return "redis " + t.addr + " (" + strings.Join(extra, ", ") + ")"
 }
 
-// Close implements drivers.Target; producers hold clients of their own and
+// Close implements drivers.TargetOf; producers hold clients of their own and
 // should be closed first. The embedded server stops here.
 func (t *Target) Close() error {
 	t.mu.Lock()
@@ -267,21 +246,8 @@ func (t *Target) counter(name string) *atomic.Uint64 {
 	return c
 }
 
-// NewProducer implements drivers.Target.
-func (t *Target) NewProducer(_ context.Context, spec drivers.ProducerSpec) (drivers.Producer, error) {
-	var o ProduceOptions
-	switch v := spec.Options.(type) {
-	case nil:
-	case *ProduceOptions:
-		if v != nil {
-			o = *v
-		}
-	default:
-		return nil, fmt.Errorf("redis: unexpected produce options type %T", spec.Options)
-	}
-	if err := checkProduce(&o); err != nil {
-		return nil, err
-	}
+// NewProducer implements drivers.TargetOf.
+func (t *Target) NewProducer(_ context.Context, spec drivers.ProducerSpec, o *ProduceOptions) (drivers.Producer, error) {
 	cmd := strings.ToLower(o.Command)
 	if cmd == "" {
 		cmd = "hset"
@@ -309,9 +275,9 @@ func (t *Target) NewProducer(_ context.Context, spec drivers.ProducerSpec) (driv
 	}, nil
 }
 
-// NewConsumer implements drivers.Target: Redis targets are written to and
+// NewConsumer implements drivers.TargetOf: Redis targets are written to and
 // probed, not consumed.
-func (t *Target) NewConsumer(context.Context, drivers.ConsumerSpec) (drivers.Consumer, error) {
+func (t *Target) NewConsumer(context.Context, drivers.ConsumerSpec, *drivers.NoOptions) (drivers.Consumer, error) {
 	return nil, errors.New("redis targets can only be written to or probed")
 }
 

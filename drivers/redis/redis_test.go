@@ -21,14 +21,14 @@ func testCtx(t testing.TB, d time.Duration) context.Context {
 	return ctx
 }
 
-func open(t *testing.T, cfg *TargetConfig) *Target {
+func mustOpen(t *testing.T, cfg *TargetConfig) *Target {
 	t.Helper()
-	tg, err := Driver{}.Open(testCtx(t, 10*time.Second), cfg)
+	tg, err := open(testCtx(t, 10*time.Second), cfg)
 	if err != nil {
 		t.Fatalf("open %s: %v", cfg.Addr, err)
 	}
 	t.Cleanup(func() { _ = tg.Close() })
-	return tg.(*Target)
+	return tg
 }
 
 // realRedis returns PLANRUN_TEST_REDIS, skipping the test when it is unset,
@@ -103,7 +103,7 @@ func probeInt(t *testing.T, tg *Target, args ...string) int64 {
 func relayHSet(t *testing.T, tg *Target) {
 	topic := unique("planrun:rule")
 	const n = 2000
-	p, err := tg.NewProducer(testCtx(t, 5*time.Second), drivers.ProducerSpec{Workload: "relay", Topic: topic, Threads: 8})
+	p, err := tg.NewProducer(testCtx(t, 5*time.Second), drivers.ProducerSpec{Workload: "relay", Topic: topic, Threads: 8}, &ProduceOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,8 +112,8 @@ func relayHSet(t *testing.T, tg *Target) {
 		t.Fatal(err)
 	}
 	// A restarted producer continues the ids instead of overwriting them.
-	p, err = tg.NewProducer(testCtx(t, 5*time.Second), drivers.ProducerSpec{Workload: "relay", Topic: topic, Threads: 8,
-		Options: &ProduceOptions{Command: "hset"}})
+	p, err = tg.NewProducer(testCtx(t, 5*time.Second), drivers.ProducerSpec{Workload: "relay", Topic: topic, Threads: 8},
+		&ProduceOptions{Command: "hset"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,18 +128,18 @@ func relayHSet(t *testing.T, tg *Target) {
 }
 
 func TestRelayHSetEmbedded(t *testing.T) {
-	relayHSet(t, open(t, &TargetConfig{Addr: Embedded}))
+	relayHSet(t, mustOpen(t, &TargetConfig{Addr: Embedded}))
 }
 
 func TestRelayHSetRedis(t *testing.T) {
-	relayHSet(t, open(t, &TargetConfig{Addr: realRedis(t)}))
+	relayHSet(t, mustOpen(t, &TargetConfig{Addr: realRedis(t)}))
 }
 
 func runCommands(t *testing.T, tg *Target) {
 	ctx := testCtx(t, 10*time.Second)
 	base := unique("planrun")
 	// Keys become the hash fields, so repeated keys count once.
-	p, err := tg.NewProducer(ctx, drivers.ProducerSpec{Workload: "w", Topic: base + ":h", Threads: 2})
+	p, err := tg.NewProducer(ctx, drivers.ProducerSpec{Workload: "w", Topic: base + ":h", Threads: 2}, &ProduceOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,8 +158,8 @@ func runCommands(t *testing.T, tg *Target) {
 		{"lpush", "{topic}-list", []string{"LLEN", base + ":x-list"}, 25},
 		{"set", "{workload}:{topic}:{id}", []string{"EXISTS", "w:" + base + ":x:24"}, 1},
 	} {
-		p, err := tg.NewProducer(ctx, drivers.ProducerSpec{Workload: "w", Topic: base + ":x", Threads: 3,
-			Options: &ProduceOptions{Command: c.cmd, Key: c.key}})
+		p, err := tg.NewProducer(ctx, drivers.ProducerSpec{Workload: "w", Topic: base + ":x", Threads: 3},
+			&ProduceOptions{Command: c.cmd, Key: c.key})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -194,13 +194,13 @@ func runCommands(t *testing.T, tg *Target) {
 	}
 }
 
-func TestCommandsEmbedded(t *testing.T) { runCommands(t, open(t, &TargetConfig{Addr: Embedded})) }
+func TestCommandsEmbedded(t *testing.T) { runCommands(t, mustOpen(t, &TargetConfig{Addr: Embedded})) }
 
-func TestCommandsRedis(t *testing.T) { runCommands(t, open(t, &TargetConfig{Addr: realRedis(t)})) }
+func TestCommandsRedis(t *testing.T) { runCommands(t, mustOpen(t, &TargetConfig{Addr: realRedis(t)})) }
 
 func TestNoConsumer(t *testing.T) {
-	tg := open(t, &TargetConfig{Addr: Embedded})
-	_, err := tg.NewConsumer(context.Background(), drivers.ConsumerSpec{Topic: "x"})
+	tg := mustOpen(t, &TargetConfig{Addr: Embedded})
+	_, err := tg.NewConsumer(context.Background(), drivers.ConsumerSpec{Topic: "x"}, &drivers.NoOptions{})
 	if err == nil || !strings.Contains(err.Error(), "only be written to or probed") {
 		t.Fatalf("NewConsumer: %v", err)
 	}
@@ -208,22 +208,22 @@ func TestNoConsumer(t *testing.T) {
 
 func TestAuth(t *testing.T) {
 	const pass = "pw-1234"
-	tg := open(t, &TargetConfig{Addr: Embedded, Password: pass})
+	tg := mustOpen(t, &TargetConfig{Addr: Embedded, Password: pass})
 	if d := tg.Describe(); !strings.Contains(d, "embedded miniredis") || strings.Contains(d, pass) {
 		t.Errorf("Describe() = %q", d)
 	}
-	_, err := Driver{}.Open(testCtx(t, 5*time.Second), &TargetConfig{Addr: tg.addr, Password: "bad-pw-999"})
+	_, err := Driver.Open(testCtx(t, 5*time.Second), &TargetConfig{Addr: tg.addr, Password: "bad-pw-999"})
 	if err == nil || strings.Contains(err.Error(), "bad-pw-999") {
 		t.Fatalf("open with a wrong password: %v", err)
 	}
-	_, err = Driver{}.Open(testCtx(t, 5*time.Second), &TargetConfig{Addr: tg.addr})
+	_, err = Driver.Open(testCtx(t, 5*time.Second), &TargetConfig{Addr: tg.addr})
 	if err == nil {
 		t.Fatal("open without the password succeeded")
 	}
 }
 
 func TestCheckConfig(t *testing.T) {
-	d := Driver{}
+	d := Driver.(drivers.ConfigChecker)
 	for _, b := range []struct {
 		cfg  any
 		want string

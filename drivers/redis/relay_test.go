@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/planrun/planrun/drivers"
 	"github.com/planrun/planrun/drivers/mqtt"
 	"github.com/planrun/planrun/drivers/redis"
 	"github.com/planrun/planrun/workloads"
@@ -16,12 +17,12 @@ import (
 func TestMQTTToRedisRelay(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
 	defer cancel()
-	mt, err := mqtt.Driver{}.Open(ctx, &mqtt.TargetConfig{URL: mqtt.Embedded})
+	mt, err := mqtt.Driver.Open(ctx, &mqtt.TargetConfig{URL: mqtt.Embedded})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer mt.Close()
-	rt, err := redis.Driver{}.Open(ctx, &redis.TargetConfig{Addr: redis.Embedded})
+	rt, err := redis.Driver.Open(ctx, &redis.TargetConfig{Addr: redis.Embedded})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +48,10 @@ func TestMQTTToRedisRelay(t *testing.T) {
 	}
 	defer prod.Stop(context.Background())
 
-	prober := rt.(*redis.Target)
+	prober, ok := drivers.As[drivers.Prober](rt)
+	if !ok {
+		t.Fatal("redis targets cannot answer probes")
+	}
 	for {
 		v, err := prober.Probe(ctx, []string{"HLEN", "telemetry"})
 		if err != nil {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/planrun/planrun/drivers"
 	"github.com/planrun/planrun/units"
 )
 
@@ -29,29 +30,29 @@ type TargetConfig struct {
 	AccessKey      string        `yaml:"access_key" doc:"ACL access key (like the benchmark's -a true -ak); requests are signed when access_key and secret_key are set."`
 	SecretKey      string        `yaml:"secret_key" secret:"true" doc:"ACL secret key (like -sk)."`
 	Namespace      string        `yaml:"namespace" doc:"Namespace prefixed to topics and groups (namespace%topic), as the client's WithNamespace."`
-	SendTimeout    time.Duration `yaml:"send_timeout" doc:"How long one send request may wait for the broker's answer (default 3s)."`
-	Retries        *int          `yaml:"retries" doc:"Times a failed synchronous send is retried (default 2; async sends are not retried by the client)."`
-	InstancePrefix string        `yaml:"instance_prefix" doc:"Prefix of the client instance names, which must differ between clients in one process and between processes (default planrun)."`
-	DefaultQueues  int           `yaml:"default_queues" doc:"Embedded broker only: queues of topics it creates on first use (default 8)."`
+	SendTimeout    time.Duration `yaml:"send_timeout" default:"3s" doc:"How long one send request may wait for the broker's answer (default 3s)."`
+	Retries        *int          `yaml:"retries" default:"2" doc:"Times a failed synchronous send is retried (default 2; async sends are not retried by the client)."`
+	InstancePrefix string        `yaml:"instance_prefix" default:"planrun" doc:"Prefix of the client instance names, which must differ between clients in one process and between processes (default planrun)."`
+	DefaultQueues  int           `yaml:"default_queues" default:"8" doc:"Embedded broker only: queues of topics it creates on first use (default 8)."`
 	Dir            string        `yaml:"dir" doc:"Embedded broker only: directory for its commit log and offsets (default: a temporary directory removed on close). A large backlog needs the disk space."`
 }
 
 // ProduceOptions are the RocketMQ fields of a workload's produce section.
 type ProduceOptions struct {
-	Mode         string     `yaml:"mode" doc:"sync (default): each send waits for the broker's answer (SendSync); async: SendAsync, the sending thread waits for the callback; oneway: SendOneWay, a send is done once written to the connection (no acknowledgement, so latency is only the write)."`
+	Mode         string     `yaml:"mode" default:"sync" doc:"sync (default): each send waits for the broker's answer (SendSync); async: SendAsync, the sending thread waits for the callback; oneway: SendOneWay, a send is done once written to the connection (no acknowledgement, so latency is only the write)."`
 	Batch        int        `yaml:"batch" doc:"Up to this many concurrently sent messages travel in one batch request (0 or 1: one message per request). Batches form from whatever the threads have queued, without waiting; threads/batch requests are in flight at once."`
 	Tags         string     `yaml:"tags" doc:"Tag set on every message, for consumers' tag filters."`
-	CompressOver units.Size `yaml:"compress_over" doc:"Bodies larger than this are compressed by the client (default 4KiB, the client's default; batches are never compressed)."`
+	CompressOver units.Size `yaml:"compress_over" default:"4KiB" doc:"Bodies larger than this are compressed by the client (default 4KiB, the client's default; batches are never compressed)."`
 }
 
 // ConsumeOptions are the RocketMQ fields of a workload's consume section.
 type ConsumeOptions struct {
-	Tags                  string        `yaml:"tags" doc:"Tag filter expression, for example TagA || TagB (default *, every message)."`
-	MaxBatch              int           `yaml:"max_batch" doc:"Messages handed over per consume call (1-1024, default 1)."`
-	PullBatchSize         int           `yaml:"pull_batch_size" doc:"Messages asked for per pull request and queue (1-1024, default 32)."`
-	ConsumeGoroutines     int           `yaml:"consume_goroutines" doc:"Consume calls running at once per consumer (default 20)."`
-	PullThresholdForTopic int           `yaml:"pull_threshold_for_topic" doc:"Messages a consumer caches across its queues before it pauses pulling (default 102400, the client's)."`
-	PullInterval          time.Duration `yaml:"pull_interval" doc:"Pause between pulls of one queue (default 0)."`
+	Tags                  string        `yaml:"tags" default:"*" doc:"Tag filter expression, for example TagA || TagB (default *, every message)."`
+	MaxBatch              int           `yaml:"max_batch" default:"1" doc:"Messages handed over per consume call (1-1024, default 1)."`
+	PullBatchSize         int           `yaml:"pull_batch_size" default:"32" doc:"Messages asked for per pull request and queue (1-1024, default 32)."`
+	ConsumeGoroutines     int           `yaml:"consume_goroutines" default:"20" doc:"Consume calls running at once per consumer (default 20)."`
+	PullThresholdForTopic int           `yaml:"pull_threshold_for_topic" default:"102400" doc:"Messages a consumer caches across its queues before it pauses pulling (default 102400, the client's)."`
+	PullInterval          time.Duration `yaml:"pull_interval" default:"0s" doc:"Pause between pulls of one queue (default 0)."`
 }
 
 // nameServerList splits the nameservers field.
@@ -103,7 +104,14 @@ func (c *TargetConfig) wrap(name string) string {
 // nameRE is what RocketMQ accepts in topic, group and instance names.
 var nameRE = regexp.MustCompile(`^[%|a-zA-Z0-9_-]+$`)
 
-func checkTarget(c *TargetConfig) error {
+var (
+	_ drivers.Checker = (*TargetConfig)(nil)
+	_ drivers.Checker = (*ProduceOptions)(nil)
+	_ drivers.Checker = (*ConsumeOptions)(nil)
+)
+
+// Check implements drivers.Checker.
+func (c *TargetConfig) Check() error {
 	if strings.TrimSpace(c.NameServers) == "" {
 		return errors.New(`rocketmq: nameservers is empty; give host:port[;host:port...] or "embedded"`)
 	}
@@ -156,7 +164,8 @@ func modeOf(s string) (string, error) {
 	return "", fmt.Errorf("rocketmq: mode %q: use sync, async or oneway", s)
 }
 
-func checkProduce(o *ProduceOptions) error {
+// Check implements drivers.Checker.
+func (o *ProduceOptions) Check() error {
 	if _, err := modeOf(o.Mode); err != nil {
 		return err
 	}
@@ -172,7 +181,8 @@ func checkProduce(o *ProduceOptions) error {
 	return nil
 }
 
-func checkConsume(o *ConsumeOptions) error {
+// Check implements drivers.Checker.
+func (o *ConsumeOptions) Check() error {
 	switch {
 	case o.MaxBatch < 0 || o.MaxBatch > 1024:
 		return fmt.Errorf("rocketmq: max_batch must be from 1 to 1024, got %d", o.MaxBatch)

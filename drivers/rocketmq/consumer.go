@@ -41,22 +41,15 @@ type rmqConsumer struct {
 
 var _ drivers.Gauger = (*rmqConsumer)(nil)
 
-// NewConsumer implements drivers.Target: it starts the client's push
+// NewConsumer implements drivers.TargetOf: it starts the client's push
 // consumer, which joins the group and starts pulling; deliveries wait until
 // Run is called.
-func (t *Target) NewConsumer(ctx context.Context, spec drivers.ConsumerSpec) (drivers.Consumer, error) {
+func (t *Target) NewConsumer(ctx context.Context, spec drivers.ConsumerSpec, opts *ConsumeOptions) (drivers.Consumer, error) {
 	if t.isClosed() {
 		return nil, errClosed
 	}
 	if spec.Group == "" {
 		return nil, fmt.Errorf("rocketmq: consumer of topic %s (workload %s) needs a group", spec.Topic, spec.Workload)
-	}
-	opts, _ := spec.Options.(*ConsumeOptions)
-	if opts == nil {
-		opts = &ConsumeOptions{}
-	}
-	if err := checkConsume(opts); err != nil {
-		return nil, fmt.Errorf("%w (workload %s)", err, spec.Workload)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err

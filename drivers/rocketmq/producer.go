@@ -48,17 +48,10 @@ type rmqProducer struct {
 
 var _ drivers.Gauger = (*rmqProducer)(nil)
 
-// NewProducer implements drivers.Target.
-func (t *Target) NewProducer(ctx context.Context, spec drivers.ProducerSpec) (drivers.Producer, error) {
+// NewProducer implements drivers.TargetOf.
+func (t *Target) NewProducer(ctx context.Context, spec drivers.ProducerSpec, opts *ProduceOptions) (drivers.Producer, error) {
 	if t.isClosed() {
 		return nil, errClosed
-	}
-	opts, _ := spec.Options.(*ProduceOptions)
-	if opts == nil {
-		opts = &ProduceOptions{}
-	}
-	if err := checkProduce(opts); err != nil {
-		return nil, fmt.Errorf("%w (workload %s)", err, spec.Workload)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err

@@ -25,7 +25,7 @@ import (
 )
 
 func init() {
-	drivers.Register("rocketmq", Driver{})
+	drivers.Register("rocketmq", Driver)
 	// The client logs every rebalance and reconnect to stderr, which would
 	// drown planrun's progress lines; its failures reach planrun as errors.
 	// ROCKETMQ_GO_LOG_LEVEL, the client's own switch, brings its log back.
@@ -45,43 +45,14 @@ func (quietLogger) Level(string)                   {}
 func (quietLogger) OutputPath(string) error        { return nil }
 
 // Driver opens RocketMQ targets.
-type Driver struct{}
+var Driver = drivers.Define(open)
 
 var (
-	_ drivers.Driver          = Driver{}
-	_ drivers.ProduceOptioner = Driver{}
-	_ drivers.ConsumeOptioner = Driver{}
-	_ drivers.ConfigChecker   = Driver{}
-	_ drivers.Target          = (*Target)(nil)
-	_ drivers.LagReader       = (*Target)(nil)
-	_ drivers.TopicCreator    = (*Target)(nil)
-	_ drivers.Describer       = (*Target)(nil)
+	_ drivers.TargetOf[ProduceOptions, ConsumeOptions] = (*Target)(nil)
+	_ drivers.LagReader                                = (*Target)(nil)
+	_ drivers.TopicCreator                             = (*Target)(nil)
+	_ drivers.Describer                                = (*Target)(nil)
 )
-
-// NewTargetConfig implements drivers.Driver.
-func (Driver) NewTargetConfig() any { return &TargetConfig{} }
-
-// NewProduceOptions implements drivers.ProduceOptioner.
-func (Driver) NewProduceOptions() any { return &ProduceOptions{} }
-
-// NewConsumeOptions implements drivers.ConsumeOptioner.
-func (Driver) NewConsumeOptions() any { return &ConsumeOptions{} }
-
-// CheckConfig implements drivers.ConfigChecker for the target config and the
-// produce and consume options.
-func (Driver) CheckConfig(cfg any) error {
-	switch c := cfg.(type) {
-	case *TargetConfig:
-		return checkTarget(c)
-	case *ProduceOptions:
-		return checkProduce(c)
-	case *ConsumeOptions:
-		return checkConsume(c)
-	case nil:
-		return errors.New("rocketmq: no config")
-	}
-	return fmt.Errorf("rocketmq: unexpected config type %T", cfg)
-}
 
 // Target is a connected RocketMQ cluster (name servers and their brokers).
 type Target struct {
@@ -94,17 +65,10 @@ type Target struct {
 	closed bool
 }
 
-// Open implements drivers.Driver: it starts the embedded broker if asked,
-// checks that the name servers answer and, with ACL keys, that the brokers
-// accept them, before any workload starts.
-func (Driver) Open(ctx context.Context, cfg any) (drivers.Target, error) {
-	c, ok := cfg.(*TargetConfig)
-	if !ok || c == nil {
-		return nil, fmt.Errorf("rocketmq: unexpected config type %T", cfg)
-	}
-	if err := checkTarget(c); err != nil {
-		return nil, err
-	}
+// open starts the embedded broker if asked, checks that the name servers
+// answer and, with ACL keys, that the brokers accept them, before any
+// workload starts.
+func open(ctx context.Context, c *TargetConfig) (*Target, error) {
 	t := &Target{cfg: *c}
 	if c.embedded() {
 		b, err := embedded.Start(ctx, embedded.Options{Dir: c.Dir, AccessKey: c.AccessKey, SecretKey: c.SecretKey, DefaultQueues: c.DefaultQueues})
@@ -212,7 +176,7 @@ func (t *Target) Describe() string {
 	return s
 }
 
-// Close implements drivers.Target. Producers and consumers hold clients of
+// Close implements drivers.TargetOf. Producers and consumers hold clients of
 // their own and should be closed first; the embedded broker stops here.
 func (t *Target) Close() error {
 	t.mu.Lock()

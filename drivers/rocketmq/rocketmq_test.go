@@ -29,12 +29,12 @@ func openEmbedded(t testing.TB, cfg *TargetConfig) *Target {
 		cfg = &TargetConfig{}
 	}
 	cfg.NameServers = Embedded
-	tg, err := Driver{}.Open(testCtx(t, 10*time.Second), cfg)
+	tg, err := open(testCtx(t, 10*time.Second), cfg)
 	if err != nil {
 		t.Fatalf("open embedded: %v", err)
 	}
 	t.Cleanup(func() { _ = tg.Close() })
-	return tg.(*Target)
+	return tg
 }
 
 // produce sends the values from threads goroutines through one driver
@@ -43,7 +43,10 @@ func openEmbedded(t testing.TB, cfg *TargetConfig) *Target {
 func produce(t testing.TB, tg *Target, topic string, opts *ProduceOptions, threads int, values [][]byte) {
 	t.Helper()
 	ctx := testCtx(t, 30*time.Second)
-	p, err := tg.NewProducer(ctx, drivers.ProducerSpec{Workload: "w", Topic: topic, Threads: threads, Options: opts})
+	if opts == nil {
+		opts = &ProduceOptions{}
+	}
+	p, err := tg.NewProducer(ctx, drivers.ProducerSpec{Workload: "w", Topic: topic, Threads: threads}, opts)
 	if err != nil {
 		t.Fatalf("new producer: %v", err)
 	}
@@ -154,13 +157,18 @@ var instanceN atomic.Int64
 
 func startConsumer(t testing.TB, tg *Target, spec drivers.ConsumerSpec, handle func(*drivers.Message)) *running {
 	t.Helper()
+	return startConsumerWith(t, tg, spec, &ConsumeOptions{}, handle)
+}
+
+func startConsumerWith(t testing.TB, tg *Target, spec drivers.ConsumerSpec, opts *ConsumeOptions, handle func(*drivers.Message)) *running {
+	t.Helper()
 	if spec.Workload == "" {
 		spec.Workload = "w"
 	}
 	if spec.Instance == "" {
 		spec.Instance = fmt.Sprintf("test-%d", instanceN.Add(1))
 	}
-	c, err := tg.NewConsumer(testCtx(t, 10*time.Second), spec)
+	c, err := tg.NewConsumer(testCtx(t, 10*time.Second), spec, opts)
 	if err != nil {
 		t.Fatalf("new consumer: %v", err)
 	}
@@ -455,7 +463,7 @@ func TestProduceModes(t *testing.T) {
 	}
 	for name, opts := range cases {
 		t.Run(name, func(t *testing.T) {
-			if err := (Driver{}).CheckConfig(opts); err != nil {
+			if err := opts.Check(); err != nil {
 				t.Fatalf("check: %v", err)
 			}
 			topic := "mode-" + name
@@ -467,10 +475,11 @@ func TestProduceModes(t *testing.T) {
 			})
 			col := newCollector()
 			spec := drivers.ConsumerSpec{Topic: topic, Group: "g"}
+			copts := &ConsumeOptions{}
 			if opts.Tags != "" {
-				spec.Options = &ConsumeOptions{Tags: opts.Tags + " || TagB", MaxBatch: 16, PullBatchSize: 64, ConsumeGoroutines: 4}
+				copts = &ConsumeOptions{Tags: opts.Tags + " || TagB", MaxBatch: 16, PullBatchSize: 64, ConsumeGoroutines: 4}
 			}
-			r := startConsumer(t, tg, spec, col.handle)
+			r := startConsumerWith(t, tg, spec, copts, col.handle)
 			waitFor(t, 20*time.Second, "all messages", func() bool { return col.seen() >= len(vals) })
 			r.stop(t)
 			if col.distinct() != len(vals) {
@@ -485,7 +494,7 @@ func TestTagFilter(t *testing.T) {
 	produce(t, tg, "tagged", &ProduceOptions{Tags: "red"}, 4, makeValues("r", 100))
 	produce(t, tg, "tagged", &ProduceOptions{Tags: "blue"}, 4, makeValues("b", 50))
 	col := newCollector()
-	r := startConsumer(t, tg, drivers.ConsumerSpec{Topic: "tagged", Group: "g-blue", Options: &ConsumeOptions{Tags: "blue"}}, col.handle)
+	r := startConsumerWith(t, tg, drivers.ConsumerSpec{Topic: "tagged", Group: "g-blue"}, &ConsumeOptions{Tags: "blue"}, col.handle)
 	waitFor(t, 20*time.Second, "the blue messages", func() bool { return col.seen() >= 50 })
 	r.stop(t)
 	for id := range col.counts {
@@ -541,7 +550,7 @@ func TestACL(t *testing.T) {
 
 	// A target with the wrong secret is refused when it opens.
 	cfg := &TargetConfig{NameServers: tg.nameServers[0], AccessKey: ak, SecretKey: wrong}
-	bad, err := Driver{}.Open(testCtx(t, 10*time.Second), cfg)
+	bad, err := Driver.Open(testCtx(t, 10*time.Second), cfg)
 	if err == nil {
 		_ = bad.Close()
 		t.Fatal("open with a wrong secret key succeeded")
@@ -554,7 +563,7 @@ func TestACL(t *testing.T) {
 	// Sends signed with a wrong secret are refused by the broker.
 	wrongTarget := &Target{cfg: tg.cfg, nameServers: tg.nameServers, rem: tg.rem}
 	wrongTarget.cfg.SecretKey = wrong
-	p, err := wrongTarget.NewProducer(testCtx(t, 5*time.Second), drivers.ProducerSpec{Workload: "w", Topic: "secured", Threads: 1})
+	p, err := wrongTarget.NewProducer(testCtx(t, 5*time.Second), drivers.ProducerSpec{Workload: "w", Topic: "secured", Threads: 1}, &ProduceOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -570,7 +579,7 @@ func TestACL(t *testing.T) {
 }
 
 func TestConfigErrors(t *testing.T) {
-	d := Driver{}
+	d := Driver.(drivers.ConfigChecker)
 	neg := -1
 	for _, bad := range []struct {
 		cfg  any
@@ -606,18 +615,14 @@ func TestConfigErrors(t *testing.T) {
 		}
 	}
 	tg := openEmbedded(t, nil)
-	if _, err := tg.NewConsumer(testCtx(t, 5*time.Second), drivers.ConsumerSpec{Topic: "c"}); err == nil || !strings.Contains(err.Error(), "group") {
+	if _, err := tg.NewConsumer(testCtx(t, 5*time.Second), drivers.ConsumerSpec{Topic: "c"}, &ConsumeOptions{}); err == nil || !strings.Contains(err.Error(), "group") {
 		t.Fatalf("consumer without group: %v", err)
-	}
-	_, err := tg.NewProducer(testCtx(t, 5*time.Second), drivers.ProducerSpec{Workload: "w", Topic: "x", Options: &ProduceOptions{Mode: "x"}})
-	if err == nil || !strings.Contains(err.Error(), "workload w") {
-		t.Fatalf("producer with a bad mode: %v", err)
 	}
 }
 
 func TestUnreachableNameServer(t *testing.T) {
 	start := time.Now()
-	_, err := Driver{}.Open(testCtx(t, 20*time.Second), &TargetConfig{NameServers: "127.0.0.1:1"})
+	_, err := Driver.Open(testCtx(t, 20*time.Second), &TargetConfig{NameServers: "127.0.0.1:1"})
 	if err == nil {
 		t.Fatal("open of an unreachable name server succeeded")
 	}
@@ -635,7 +640,7 @@ func TestClosed(t *testing.T) {
 	if d := tg.Describe(); !strings.HasPrefix(d, "rocketmq 127.0.0.1:") || !strings.HasSuffix(d, "(embedded)") {
 		t.Fatalf("describe = %q", d)
 	}
-	p, err := tg.NewProducer(testCtx(t, 5*time.Second), drivers.ProducerSpec{Workload: "w", Topic: "c", Threads: 1})
+	p, err := tg.NewProducer(testCtx(t, 5*time.Second), drivers.ProducerSpec{Workload: "w", Topic: "c", Threads: 1}, &ProduceOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
