@@ -87,6 +87,7 @@ type Run struct {
 	failCause context.CancelCauseFunc
 	failErr   error
 	samplers  []plan.Sampler
+	changed   chan struct{} // closed and replaced at each workload change
 	// ctx ends with the run: background work such as collector scrapes
 	// hangs off it, so an interrupt cancels them.
 	ctx context.Context
@@ -250,7 +251,7 @@ func finalRates(s *metrics.Snapshot, roles map[string]metrics.Role) {
 
 func (r *Run) setup(ctx context.Context, index int, res *results.Result) error {
 	p := r.Plan
-	r.wenv = &workloads.Env{Run: uint16(rand.Uint32()), Start: r.coll.Start(), Fail: r.fail, Warn: r.Warn}
+	r.wenv = &workloads.Env{Run: uint16(rand.Uint32()), Start: r.coll.Start(), Fail: r.fail, Warn: r.Warn, Changed: r.notifyChanged}
 	r.wenv.Acct = workloads.NewAccounting(r.wenv.Run)
 	for _, t := range p.Targets {
 		octx, cancel := context.WithTimeout(ctx, r.engine.ConnectTimeout)
@@ -474,6 +475,27 @@ func (r *Run) Workloads(names []string) []workloads.Workload {
 		}
 	}
 	return out
+}
+
+// Changed returns a channel closed the next time a workload starts, stops
+// or finishes.
+func (r *Run) Changed() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.changed == nil {
+		r.changed = make(chan struct{})
+	}
+	return r.changed
+}
+
+// notifyChanged wakes whoever holds the channel Changed returned.
+func (r *Run) notifyChanged() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.changed != nil {
+		close(r.changed)
+		r.changed = nil
+	}
 }
 
 // Target returns an opened target.

@@ -22,6 +22,10 @@ type Step interface {
 type Runtime interface {
 	// Env is the expression environment now: one consistent snapshot.
 	Env() map[string]any
+	// Changed returns a channel closed the next time a workload starts,
+	// stops or finishes. Take it before reading Env so that no change
+	// between the two goes unnoticed.
+	Changed() <-chan struct{}
 	// Workloads resolves names ("all" is every workload) to the run's workloads.
 	Workloads(names []string) []workloads.Workload
 	// Target returns an opened target by name.

@@ -50,7 +50,7 @@ func (s *Sleep) Run(ctx context.Context, r plan.Runtime) error {
 type Wait struct {
 	Until     expr.BoolExpr `yaml:"wait" required:"true" doc:"expression that ends the wait when true"`
 	Timeout   time.Duration `yaml:"timeout" doc:"give up after this long; required unless the condition uses elapsed or phase.elapsed"`
-	Poll      time.Duration `yaml:"poll" default:"200ms" doc:"how often to evaluate the condition"`
+	Poll      time.Duration `yaml:"poll" default:"200ms" doc:"how often to evaluate the condition; it is also evaluated at once when a workload starts, stops or finishes"`
 	OnTimeout string        `yaml:"on_timeout" default:"fail" doc:"fail (the run ends with exit code 3) or continue with the next step"`
 }
 
@@ -90,7 +90,8 @@ func (e *ErrTimeout) Error() string {
 	return msg
 }
 
-// Run polls the condition.
+// Run evaluates the condition every poll and whenever a workload starts,
+// stops or finishes.
 func (w *Wait) Run(ctx context.Context, r plan.Runtime) error {
 	poll := w.Poll
 	if poll <= 0 {
@@ -100,6 +101,7 @@ func (w *Wait) Run(ctx context.Context, r plan.Runtime) error {
 	t := time.NewTicker(poll)
 	defer t.Stop()
 	for {
+		changed := r.Changed()
 		env := r.Env()
 		ok, err := w.Until.True(env)
 		if err != nil {
@@ -121,6 +123,7 @@ func (w *Wait) Run(ctx context.Context, r plan.Runtime) error {
 		case <-ctx.Done():
 			return context.Cause(ctx)
 		case <-t.C:
+		case <-changed:
 		}
 	}
 }

@@ -14,12 +14,12 @@ type Connect struct {
 	name   string
 	opts   any
 	target drivers.Target
-	env    *Env
 }
 
 // NewConnect prepares a connect workload.
 func NewConnect(name string, opts any, target drivers.Target, env *Env) *Connect {
-	c := &Connect{name: name, opts: opts, target: target, env: env}
+	c := &Connect{name: name, opts: opts, target: target}
+	c.env = env
 	c.rec = metrics.NewRecorder(name, connectKind.Name, connectKind.Role)
 	return c
 }

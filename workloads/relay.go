@@ -29,7 +29,6 @@ type Relay struct {
 	in       *topicAcct
 	group    *groupAcct
 	out      *topicAcct
-	env      *Env
 	queued   atomic.Int64
 	relayed  atomic.Int64
 	warned   atomic.Bool
@@ -59,8 +58,9 @@ func NewRelay(name string, s RelaySection, src drivers.Target, srcName string, d
 	if spec.Mode == "" {
 		spec.Mode = "pool"
 	}
-	r := &Relay{name: name, spec: spec, from: from, to: to, fromOpts: fromOpts, toOpts: toOpts, src: src, dst: dst, env: env,
+	r := &Relay{name: name, spec: spec, from: from, to: to, fromOpts: fromOpts, toOpts: toOpts, src: src, dst: dst,
 		in: env.Acct.Topic(srcName, from.Topic), out: env.Acct.Topic(dstName, to.Topic)}
+	r.env = env
 	r.group = r.in.group(from.Group)
 	r.rec = metrics.NewRecorder(name, relayKind.Name, relayKind.Role)
 	r.rec.SetBacklog(func() metrics.Backlog { return r.in.backlog(r.group) })

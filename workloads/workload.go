@@ -25,6 +25,15 @@ type Env struct {
 	Fail func(error)
 	// Warn reports a problem worth a line in the output but not fatal.
 	Warn func(string)
+	// Changed, when set, is called each time a workload starts, stops or
+	// finishes by itself, once Running reports the new state.
+	Changed func()
+}
+
+func (e *Env) changed() {
+	if e.Changed != nil {
+		e.Changed()
+	}
 }
 
 // Workload is a background activity the steps start and stop.
@@ -55,6 +64,7 @@ type lifecycle struct {
 	done    chan struct{}
 	running atomic.Bool
 	rec     *metrics.Recorder
+	env     *Env
 	// inflight is the context of sends already begun: a stop lets them
 	// finish (so what the broker stored is counted as acked) and cancels
 	// them only when the stop's own deadline passes.
@@ -81,14 +91,18 @@ func (l *lifecycle) begin(ctx context.Context, name string) (context.Context, er
 	l.done = make(chan struct{})
 	l.running.Store(true)
 	l.rec.SetRunning(true)
+	l.env.changed()
 	return wctx, nil
 }
 
+// finish marks the workload stopped, then tells the run: a wait woken by it
+// already sees the workload not running.
 func (l *lifecycle) finish() {
 	l.cancelFlight()
 	l.running.Store(false)
 	l.rec.SetRunning(false)
 	close(l.done)
+	l.env.changed()
 }
 
 func (l *lifecycle) Stop(ctx context.Context) error {
@@ -124,7 +138,6 @@ type Producer struct {
 	opts       any
 	target     drivers.Target
 	topic      *topicAcct
-	env        *Env
 	id         uint16
 	seqs       []uint64 // next sequence number per thread, kept across restarts
 	sent       atomic.Int64
@@ -134,8 +147,9 @@ type Producer struct {
 // NewProducer prepares a produce workload; id must be unique in the run.
 func NewProducer(name string, spec ProduceSpec, opts any, target drivers.Target, targetName string, id uint16, env *Env) *Producer {
 	spec.defaults()
-	p := &Producer{name: name, spec: spec, opts: opts, target: target, env: env, id: id,
+	p := &Producer{name: name, spec: spec, opts: opts, target: target, id: id,
 		topic: env.Acct.Topic(targetName, spec.Topic)}
+	p.env = env
 	p.rec = metrics.NewRecorder(name, produceKind.Name, produceKind.Role)
 	return p
 }
@@ -263,7 +277,6 @@ type Consumer struct {
 	target     drivers.Target
 	topic      *topicAcct
 	group      *groupAcct
-	env        *Env
 	groupName  string
 	received   atomic.Int64
 	startCount int
@@ -280,8 +293,9 @@ func NewConsumer(name string, spec ConsumeSpec, opts any, target drivers.Target,
 	if spec.LagInterval == 0 {
 		spec.LagInterval = time.Second
 	}
-	c := &Consumer{name: name, spec: spec, opts: opts, target: target, env: env, groupName: spec.Group,
+	c := &Consumer{name: name, spec: spec, opts: opts, target: target, groupName: spec.Group,
 		topic: env.Acct.Topic(targetName, spec.Topic)}
+	c.env = env
 	c.group = c.topic.group(spec.Group)
 	c.rec = metrics.NewRecorder(name, consumeKind.Name, consumeKind.Role)
 	c.rec.SetBacklog(func() metrics.Backlog { return c.topic.backlog(c.group) })

@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/planrun/planrun/drivers/memory"
 )
 
 func TestHeaderRoundTrip(t *testing.T) {
@@ -74,6 +76,37 @@ func TestPacerSchedule(t *testing.T) {
 	}
 	if _, _, ok := p.Next(context.Background()); ok {
 		t.Error("pacer went past its limit")
+	}
+}
+
+// The run hears of a workload's start and end only once Running and the
+// figures show them, so a wait woken by the news sees the new state: a
+// producer that reached its count is not running and has every ack counted.
+func TestLifecycleNotifiesAfterTheChange(t *testing.T) {
+	tg, err := memory.Driver.Open(context.Background(), &memory.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type state struct {
+		running bool
+		acked   int64
+	}
+	var p *Producer
+	seen := make(chan state, 2)
+	env := &Env{Run: 1, Start: time.Now(), Acct: NewAccounting(1), Fail: func(err error) { t.Error(err) }, Warn: func(string) {}}
+	env.Changed = func() { seen <- state{p.Running(), p.Recorder().Counters().Acked} }
+	p = NewProducer("p", ProduceSpec{Topic: "a", Count: 100}, nil, tg, "mq", 0, env)
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if s := <-seen; !s.running {
+		t.Errorf("at the start the workload reads %+v, want running", s)
+	}
+	if s := <-seen; s.running || s.acked != 100 {
+		t.Errorf("at the finish the workload reads %+v, want not running with 100 acked", s)
+	}
+	if err := p.Stop(context.Background()); err != nil {
+		t.Error(err)
 	}
 }
 
