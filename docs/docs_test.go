@@ -24,7 +24,7 @@ type sample struct {
 }
 
 func TestFields(t *testing.T) {
-	fs := Fields(&sample{})
+	fs := Fields(&sample{skipped: 1}) // unexported fields are no keys
 	var got []string
 	for _, f := range flatten("", fs) {
 		got = append(got, f.Key+":"+f.Type+":"+defaultOf(f))

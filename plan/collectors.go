@@ -27,16 +27,12 @@ type Sampler interface {
 }
 
 // CollectorKind is a registered kind of collector (host, prometheus...).
-type CollectorKind struct {
-	Name string
-	Doc  string
-	New  func() CollectorConfig
-}
+type CollectorKind = registry.Kind[CollectorConfig]
 
-var collectorKinds = registry.New[CollectorKind]("collector kind")
+var collectorKinds = registry.NewKinds[CollectorConfig]("collector kind")
 
 // RegisterCollector makes a collector kind available to plans.
-func RegisterCollector(k CollectorKind) { collectorKinds.Register(k.Name, k) }
+func RegisterCollector(k CollectorKind) { collectorKinds.Add(k) }
 
 // CollectorKinds lists the registered collector kinds by name.
 func CollectorKinds() []CollectorKind { return collectorKinds.All() }

@@ -48,16 +48,12 @@ type Checker interface {
 }
 
 // StepKind is a registered kind of step.
-type StepKind struct {
-	Name string
-	Doc  string
-	New  func() Step
-}
+type StepKind = registry.Kind[Step]
 
-var stepKinds = registry.New[StepKind]("step kind")
+var stepKinds = registry.NewKinds[Step]("step kind")
 
 // RegisterStep makes a step kind available to plans. Called from init.
-func RegisterStep(k StepKind) { stepKinds.Register(k.Name, k) }
+func RegisterStep(k StepKind) { stepKinds.Add(k) }
 
 // StepKinds lists the registered step kinds by name.
 func StepKinds() []StepKind { return stepKinds.All() }

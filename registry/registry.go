@@ -64,3 +64,20 @@ func (r *Registry[T]) All() []T {
 	}
 	return out
 }
+
+// Kind is a kind of plan component that a plan names and that decodes
+// into a fresh value of its own: a step kind, a collector kind.
+type Kind[T any] struct {
+	Name string
+	Doc  string
+	New  func() T
+}
+
+// Kinds is a registry of kinds, each under its own name.
+type Kinds[T any] struct{ *Registry[Kind[T]] }
+
+// NewKinds returns an empty registry of kinds (what names them in panics).
+func NewKinds[T any](what string) Kinds[T] { return Kinds[T]{New[Kind[T]](what)} }
+
+// Add registers a kind under its name.
+func (k Kinds[T]) Add(kind Kind[T]) { k.Register(kind.Name, kind) }
