@@ -5,7 +5,8 @@ package registry
 
 import (
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"sync"
 )
 
@@ -45,12 +46,7 @@ func (r *Registry[T]) Lookup(name string) (T, bool) {
 func (r *Registry[T]) Names() []string {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	names := make([]string, 0, len(r.items))
-	for n := range r.items {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
+	return slices.Sorted(maps.Keys(r.items))
 }
 
 // All returns the components in name order.
