@@ -74,7 +74,7 @@ type Run struct {
 	coll    *metrics.Collector
 	targets map[string]drivers.Target
 	works   map[string]workloads.Workload
-	wenv    *workloads.Env
+	shared    *workloads.Shared
 
 	mu        sync.Mutex
 	probes    map[string]any
@@ -251,8 +251,8 @@ func finalRates(s *metrics.Snapshot, roles map[string]metrics.Role) {
 
 func (r *Run) setup(ctx context.Context, index int, res *results.Result) error {
 	p := r.Plan
-	r.wenv = &workloads.Env{Run: uint16(rand.Uint32()), Start: r.coll.Start(), Fail: r.fail, Warn: r.Warn, Changed: r.notifyChanged}
-	r.wenv.Acct = workloads.NewAccounting(r.wenv.Run)
+	r.shared = &workloads.Shared{Run: uint16(rand.Uint32()), Start: r.coll.Start(), Fail: r.fail, Warn: r.Warn, Changed: r.notifyChanged}
+	r.shared.Acct = workloads.NewAccounting(r.shared.Run)
 	for _, t := range p.Targets {
 		octx, cancel := context.WithTimeout(ctx, r.engine.ConnectTimeout)
 		tg, err := t.Open(octx)
@@ -289,7 +289,7 @@ func (r *Run) setup(ctx context.Context, index int, res *results.Result) error {
 		}
 	}
 	for i, w := range p.Workloads {
-		wl, err := w.Section.Build(&workloads.Build{Name: w.Name, ID: uint16(i), Target: w.Target, Targets: r.Target, Env: r.wenv})
+		wl, err := w.Section.Build(&workloads.Build{Name: w.Name, ID: uint16(i), Target: w.Target, Targets: r.Target, Shared: r.shared})
 		if err != nil {
 			return fmt.Errorf("workload %q: %w", w.Name, err)
 		}

@@ -151,8 +151,8 @@ var topKeys = yamldecode.Fields(TopLevel{})
 
 // Options are what the command line adds to a plan.
 type Options struct {
-	Set map[string]string // --set name=value
-	Env func(string) (string, bool)
+	Set       map[string]string           // --set name=value
+	LookupEnv func(string) (string, bool) // for ${env:NAME}; nil: the process environment
 	// Formats are the report formats the binary offers; when set, a plan
 	// asking for another is an error at load time.
 	Formats []string
@@ -236,7 +236,7 @@ func parseSource(file string, data []byte, opts Options) (*Source, *yamldecode.E
 	}
 	d := yamldecode.NewDecoder(file, nil)
 	d.Errs = errs
-	d.Env = opts.Env
+	d.LookupEnv = opts.LookupEnv
 	// Variables may use the environment and the variables above them.
 	d.Vars = s.Vars
 	d.Mapping(s.keys["vars"], "vars", func(name string, k, v *yaml.Node) {

@@ -131,12 +131,12 @@ func TestMatrixAndSet(t *testing.T) {
 func TestEnvInterpolation(t *testing.T) {
 	y := strings.Replace(good, "backlog: 1MB", "backlog: ${env:PLANRUN_TEST_BACKLOG|3MB}", 1)
 	env := func(string) (string, bool) { return "", false }
-	src, _, err := plan.Parse("plan.yaml", []byte(y), plan.Options{Env: env})
+	src, _, err := plan.Parse("plan.yaml", []byte(y), plan.Options{LookupEnv: env})
 	if err != nil || src.Vars["backlog"] != "3MB" {
 		t.Fatalf("default: %v %q", err, src.Vars["backlog"])
 	}
 	env = func(k string) (string, bool) { return "7MB", k == "PLANRUN_TEST_BACKLOG" }
-	src, _, err = plan.Parse("plan.yaml", []byte(y), plan.Options{Env: env})
+	src, _, err = plan.Parse("plan.yaml", []byte(y), plan.Options{LookupEnv: env})
 	if err != nil || src.Vars["backlog"] != "7MB" {
 		t.Fatalf("from env: %v %q", err, src.Vars["backlog"])
 	}
@@ -148,6 +148,6 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("{{{"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		// Any input gives a plan or an error, never a panic.
-		_, _, _ = plan.Parse("fuzz.yaml", data, plan.Options{Env: func(string) (string, bool) { return "", false }})
+		_, _, _ = plan.Parse("fuzz.yaml", data, plan.Options{LookupEnv: func(string) (string, bool) { return "", false }})
 	})
 }

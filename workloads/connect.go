@@ -17,7 +17,7 @@ type Connect struct {
 }
 
 // NewConnect prepares a connect workload.
-func NewConnect(name string, opts any, target drivers.Target, env *Env) *Connect {
+func NewConnect(name string, opts any, target drivers.Target, env *Shared) *Connect {
 	c := &Connect{name: name, opts: opts, target: target}
 	c.env = env
 	c.rec = metrics.NewRecorder(name, connectKind.Name, connectKind.Role)
@@ -77,5 +77,5 @@ func (s *ConnectSection) Decode(c *Decoding) {
 
 // Build makes the connect workload.
 func (s *ConnectSection) Build(b *Build) (Workload, error) {
-	return NewConnect(b.Name, s.Opts, b.Targets(b.Target), b.Env), nil
+	return NewConnect(b.Name, s.Opts, b.Targets(b.Target), b.Shared), nil
 }

@@ -125,7 +125,7 @@ type Build struct {
 	// Target is the workload's target name; Targets resolves any target.
 	Target  string
 	Targets func(name string) drivers.Target
-	Env     *Env
+	Shared  *Shared
 }
 
 // report adds what a spec's Check found to the decoding's errors.

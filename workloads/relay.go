@@ -47,7 +47,7 @@ type RelaySection struct {
 
 // NewRelay prepares a relay that reads from src (target srcName) and
 // publishes to dst, the target s.To.Target.
-func NewRelay(name string, s RelaySection, src drivers.Target, srcName string, dst drivers.Target, env *Env) *Relay {
+func NewRelay(name string, s RelaySection, src drivers.Target, srcName string, dst drivers.Target, env *Shared) *Relay {
 	spec, from, to, fromOpts, toOpts, dstName := s.Spec, s.From, s.To, s.FromOpts, s.ToOpts, s.To.Target
 	if from.Group == "" {
 		from.Group = name
@@ -311,5 +311,5 @@ func (s *RelaySection) Decode(c *Decoding) {
 
 // Build makes the relay.
 func (s *RelaySection) Build(b *Build) (Workload, error) {
-	return NewRelay(b.Name, *s, b.Targets(b.Target), b.Target, b.Targets(s.To.Target), b.Env), nil
+	return NewRelay(b.Name, *s, b.Targets(b.Target), b.Target, b.Targets(s.To.Target), b.Shared), nil
 }

@@ -14,8 +14,8 @@ import (
 	"github.com/planrun/planrun/metrics"
 )
 
-// Env is what the workloads of one run share.
-type Env struct {
+// Shared is what the workloads of one run share.
+type Shared struct {
 	Run uint16
 	// Start is when the run started: short headers count from it.
 	Start time.Time
@@ -30,7 +30,7 @@ type Env struct {
 	Changed func()
 }
 
-func (e *Env) changed() {
+func (e *Shared) changed() {
 	if e.Changed != nil {
 		e.Changed()
 	}
@@ -64,7 +64,7 @@ type lifecycle struct {
 	done    chan struct{}
 	running atomic.Bool
 	rec     *metrics.Recorder
-	env     *Env
+	env     *Shared
 	// inflight is the context of sends already begun: a stop lets them
 	// finish (so what the broker stored is counted as acked) and cancels
 	// them only when the stop's own deadline passes.
@@ -145,7 +145,7 @@ type Producer struct {
 }
 
 // NewProducer prepares a produce workload; id must be unique in the run.
-func NewProducer(name string, spec ProduceSpec, opts any, target drivers.Target, targetName string, id uint16, env *Env) *Producer {
+func NewProducer(name string, spec ProduceSpec, opts any, target drivers.Target, targetName string, id uint16, env *Shared) *Producer {
 	spec.defaults()
 	p := &Producer{name: name, spec: spec, opts: opts, target: target, id: id,
 		topic: env.Acct.Topic(targetName, spec.Topic)}
@@ -283,7 +283,7 @@ type Consumer struct {
 }
 
 // NewConsumer prepares a consume workload.
-func NewConsumer(name string, spec ConsumeSpec, opts any, target drivers.Target, targetName string, env *Env) *Consumer {
+func NewConsumer(name string, spec ConsumeSpec, opts any, target drivers.Target, targetName string, env *Shared) *Consumer {
 	if spec.Group == "" {
 		spec.Group = name
 	}
@@ -359,7 +359,7 @@ func (c *Consumer) Start(ctx context.Context) error {
 }
 
 // receive does the counting every message gets, in consumers and relays.
-func receive(m *drivers.Message, env *Env, g *groupAcct, rec *metrics.Recorder) {
+func receive(m *drivers.Message, env *Shared, g *groupAcct, rec *metrics.Recorder) {
 	now := m.Received
 	if now.IsZero() {
 		now = time.Now()
@@ -476,7 +476,7 @@ func (s *ProduceSection) Decode(c *Decoding) {
 
 // Build makes the producer.
 func (s *ProduceSection) Build(b *Build) (Workload, error) {
-	return NewProducer(b.Name, s.Spec, s.Opts, b.Targets(b.Target), b.Target, b.ID, b.Env), nil
+	return NewProducer(b.Name, s.Spec, s.Opts, b.Targets(b.Target), b.Target, b.ID, b.Shared), nil
 }
 
 // ConsumeSection is a workload's consume: section.
@@ -493,5 +493,5 @@ func (s *ConsumeSection) Decode(c *Decoding) {
 
 // Build makes the consumer.
 func (s *ConsumeSection) Build(b *Build) (Workload, error) {
-	return NewConsumer(b.Name, s.Spec, s.Opts, b.Targets(b.Target), b.Target, b.Env), nil
+	return NewConsumer(b.Name, s.Spec, s.Opts, b.Targets(b.Target), b.Target, b.Shared), nil
 }

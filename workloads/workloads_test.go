@@ -93,7 +93,7 @@ func TestLifecycleNotifiesAfterTheChange(t *testing.T) {
 	}
 	var p *Producer
 	seen := make(chan state, 2)
-	env := &Env{Run: 1, Start: time.Now(), Acct: NewAccounting(1), Fail: func(err error) { t.Error(err) }, Warn: func(string) {}}
+	env := &Shared{Run: 1, Start: time.Now(), Acct: NewAccounting(1), Fail: func(err error) { t.Error(err) }, Warn: func(string) {}}
 	env.Changed = func() { seen <- state{p.Running(), p.Recorder().Counters().Acked} }
 	p = NewProducer("p", ProduceSpec{Topic: "a", Count: 100}, nil, tg, "mq", 0, env)
 	if err := p.Start(context.Background()); err != nil {

@@ -25,8 +25,8 @@ type Decoder struct {
 	Errs *Errors
 	// Vars are the plan's variables after --set overrides, for ${name}.
 	Vars map[string]string
-	// Env looks up ${env:NAME}; nil means the process environment.
-	Env func(string) (string, bool)
+	// LookupEnv looks up ${env:NAME}; nil means the process environment.
+	LookupEnv func(string) (string, bool)
 	// Secrets collects the values decoded into fields tagged secret:"true",
 	// so reports and errors can redact them.
 	Secrets map[string]bool
@@ -41,8 +41,8 @@ func NewDecoder(file string, vars map[string]string) *Decoder {
 }
 
 func (d *Decoder) lookupEnv(name string) (string, bool) {
-	if d.Env != nil {
-		return d.Env(name)
+	if d.LookupEnv != nil {
+		return d.LookupEnv(name)
 	}
 	return os.LookupEnv(name)
 }

@@ -399,7 +399,7 @@ func runPlanrun(ns, topic string, o options) (result, error) {
 	defer tg.Close()
 	var failure error
 	var mu sync.Mutex
-	env := &workloads.Env{Run: 1, Start: time.Now(), Fail: func(err error) { mu.Lock(); failure = err; mu.Unlock() }, Warn: func(string) {}}
+	env := &workloads.Shared{Run: 1, Start: time.Now(), Fail: func(err error) { mu.Lock(); failure = err; mu.Unlock() }, Warn: func(string) {}}
 	env.Acct = workloads.NewAccounting(env.Run)
 	spec := workloads.ProduceSpec{Topic: topic, Size: units.Size(o.size), Threads: o.threads, Count: o.messages}
 	w := workloads.NewProducer("producer", spec, &rocketmq.ProduceOptions{}, tg, "rocketmq", 0, env)

@@ -27,7 +27,7 @@ func TestMQTTToRedisRelay(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rt.Close()
-	env := &workloads.Env{Run: 7, Acct: workloads.NewAccounting(7),
+	env := &workloads.Shared{Run: 7, Acct: workloads.NewAccounting(7),
 		Fail: func(err error) { t.Errorf("fail: %v", err) }, Warn: func(s string) { t.Logf("warn: %s", s) }}
 
 	const n = 1000
