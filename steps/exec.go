@@ -42,9 +42,9 @@ type Exec struct {
 	Timeout      time.Duration     `yaml:"timeout" doc:"kill the command's process group after this long (default 1m; background commands: no limit unless given)"`
 	Env          map[string]string `yaml:"env" doc:"variables added to the command's environment"`
 	Dir          string            `yaml:"dir" doc:"working directory (default: planrun's)"`
-	As           string            `yaml:"as" doc:"keep the result as probes.<as> (exit, stdout, value, pid, running, signal)"`
+	As           string            `yaml:"as" doc:"keep the result as probes.<as> (exit, stdout, value, pid, running, signal); kill and pause name background commands by it"`
 	AllowFailure bool              `yaml:"allow_failure" doc:"a non-zero exit or a timeout does not fail the step (default false)"`
-	Background   bool              `yaml:"background" doc:"start the command and go on; it is stopped at the end of the run (default false)"`
+	Background   bool              `yaml:"background" doc:"start the command and go on; it is stopped at the end of the run or by a kill step (default false)"`
 	Grace        time.Duration     `yaml:"grace" doc:"background: time between SIGTERM and SIGKILL when the run ends (default 5s)"`
 
 	mu   sync.Mutex
@@ -173,7 +173,7 @@ func (e *Exec) spawn(ctx context.Context) (*process, error) {
 }
 
 // start runs the command in the background. A goroutine waits for it; it
-// ends when the process does, which Close brings about.
+// ends when the process does, which Close or a kill step bring about.
 func (e *Exec) start(ctx context.Context, r plan.Runtime) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -283,6 +283,13 @@ func (e *Exec) ended(p *process, what string) error {
 	return nil
 }
 
+// current is the background process of this run, or nil.
+func (e *Exec) current() *process {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.proc
+}
+
 // process is a started command.
 type process struct {
 	cmd            *exec.Cmd
@@ -295,7 +302,7 @@ type process struct {
 	timeout        time.Duration      // set when a background command's timeout killed it
 
 	mu       sync.Mutex
-	expected bool // the plan ended it (at the end of the run)
+	expected bool // the plan ended it (kill step or end of run)
 	detached bool // the run is over: record nothing more
 }
 
