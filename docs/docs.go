@@ -98,6 +98,10 @@ func structFields(t reflect.Type) []Field {
 	var out []Field
 	for i := 0; i < t.NumField(); i++ {
 		sf := t.Field(i)
+		if sf.Anonymous && sf.Type.Kind() == reflect.Struct && sf.Tag.Get("yaml") == "" {
+			out = append(out, structFields(sf.Type)...) // an embedded struct's keys are the parent's
+			continue
+		}
 		if !sf.IsExported() {
 			continue
 		}

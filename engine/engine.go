@@ -34,8 +34,8 @@ type Engine struct {
 	// Series, when set, receives every per-second sample as a JSON line
 	// while the run goes on.
 	Series io.Writer
-	// StopTimeout bounds how long stopping workloads and closing targets
-	// may take at the end of a run or after an interrupt (default 30s).
+	// StopTimeout bounds how long stopping workloads and what steps left
+	// running may take at the end of a run or after an interrupt (default 30s).
 	StopTimeout time.Duration
 	// ConnectTimeout bounds opening each target and creating each topic
 	// (default 60s).
@@ -203,6 +203,7 @@ func (e *Engine) executeOne(ctx context.Context, p *plan.Plan, index int, res *r
 	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.StopTimeout)
 	defer cancel()
 	r.stopAll(stopCtx)
+	r.closeSteps(stopCtx)
 	cancelRun()
 	bg.Wait()
 	out.Metrics = r.coll.Finish(time.Now())
@@ -542,6 +543,21 @@ func (r *Run) stopAll(ctx context.Context) {
 		}()
 	}
 	wg.Wait()
+}
+
+// closeSteps ends what steps left running beyond their Run, such as
+// background commands: a step with a Close method has it called once at the
+// end of every run (passed, failed or interrupted, with the stop deadline),
+// after the workloads have stopped, last step first.
+func (r *Run) closeSteps(ctx context.Context) {
+	for i := len(r.Plan.Steps) - 1; i >= 0; i-- {
+		s := r.Plan.Steps[i]
+		if c, ok := s.Step.(interface{ Close(context.Context) error }); ok {
+			if err := c.Close(ctx); err != nil {
+				r.Warn(fmt.Sprintf("%s: %v", s.Describe(), err))
+			}
+		}
+	}
 }
 
 func (r *Run) closeTargets() {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -292,6 +293,9 @@ func (p *Plan) decodeSteps(d *yamldecode.Decoder) {
 				kind = k
 			}
 		}
+		if len(kinds) > 1 {
+			kinds, kind = ownKind(kinds, kind)
+		}
 		// phase: is a key any step may carry, and a step of its own when
 		// nothing else is there.
 		if len(kinds) == 0 && hasPhase {
@@ -325,6 +329,20 @@ func (p *Plan) decodeSteps(d *yamldecode.Decoder) {
 		}
 		p.Steps = append(p.Steps, def)
 	}
+}
+
+// ownKind settles a step whose keys name several kinds when one of those
+// kinds has the others as keys of its own (restart's pause: is not the
+// pause step): that kind is the step's. Otherwise kinds stay as found.
+func ownKind(kinds []string, last StepKind) ([]string, StepKind) {
+	for _, name := range kinds {
+		k, _ := LookupStep(name)
+		own := yamldecode.Fields(k.New())
+		if !slices.ContainsFunc(kinds, func(o string) bool { return o != name && !contains(own, o) }) {
+			return []string{name}, k
+		}
+	}
+	return kinds, last
 }
 
 // CheckWorkloads checks workload references, allowing "all".
