@@ -74,7 +74,7 @@ type Run struct {
 	coll    *metrics.Collector
 	targets map[string]drivers.Target
 	works   map[string]workloads.Workload
-	shared    *workloads.Shared
+	shared  *workloads.Shared
 
 	mu        sync.Mutex
 	probes    map[string]any
