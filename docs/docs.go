@@ -98,8 +98,8 @@ func structFields(t reflect.Type) []Field {
 	var out []Field
 	for i := 0; i < t.NumField(); i++ {
 		sf := t.Field(i)
-		if sf.Anonymous && sf.Type.Kind() == reflect.Struct && sf.Tag.Get("yaml") == "" {
-			out = append(out, structFields(sf.Type)...) // an embedded struct's keys are the parent's
+		if sf.Type.Kind() == reflect.Struct && (sf.Anonymous && sf.Tag.Get("yaml") == "" || sf.Tag.Get("yaml") == ",inline") {
+			out = append(out, structFields(sf.Type)...) // these keys are the parent's
 			continue
 		}
 		if !sf.IsExported() {
@@ -186,10 +186,7 @@ func Components() []Component {
 	}
 	for _, name := range drivers.Names() {
 		d, _ := drivers.Lookup(name)
-		c := Component{Kind: "driver", Name: name}
-		if dd, ok := d.(interface{ Doc() string }); ok {
-			c.Doc = dd.Doc()
-		}
+		c := Component{Kind: "driver", Name: name, Doc: drivers.Doc(name)}
 		c.Sections = append(c.Sections, Section{Name: "target", Where: "targets: NAME: {driver: " + name + ", ...}", Fields: Fields(d.NewTargetConfig())})
 		if o := workloads.ProduceOptions(d); o != nil {
 			if fs := Fields(o); len(fs) > 0 {

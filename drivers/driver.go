@@ -5,6 +5,7 @@ package drivers
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/planrun/planrun/registry"
@@ -127,9 +128,21 @@ type Describer interface {
 
 var registered = registry.New[Driver]("driver")
 
+var driverDocs = registry.New[string]("driver doc")
+
 // Register makes a driver available to plans under name. Drivers call it
-// from init; registering a name twice is a programming error.
-func Register(name string, d Driver) { registered.Register(name, d) }
+// from init; registering a name twice is a programming error. doc says in
+// a line what the driver talks to, for planrun explain.
+func Register(name string, d Driver, doc ...string) {
+	registered.Register(name, d)
+	driverDocs.Register(name, strings.Join(doc, " "))
+}
+
+// Doc is the line a driver registered to describe itself.
+func Doc(name string) string {
+	d, _ := driverDocs.Lookup(name)
+	return d
+}
 
 // Lookup returns the driver registered under name.
 func Lookup(name string) (Driver, bool) { return registered.Lookup(name) }

@@ -161,11 +161,20 @@ func Fields(v any) []string {
 	}
 	var names []string
 	for i := 0; i < t.NumField(); i++ {
-		if name := fieldName(t.Field(i)); name != "" {
+		if f := t.Field(i); inline(f) {
+			names = append(names, Fields(reflect.New(f.Type).Interface())...)
+		} else if name := fieldName(f); name != "" {
 			names = append(names, name)
 		}
 	}
 	return names
+}
+
+// inline reports whether a struct field's keys belong to its parent
+// (`yaml:",inline"`): shared groups of keys, such as TLS file settings.
+func inline(f reflect.StructField) bool {
+	_, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+	return opts == "inline" && f.Type.Kind() == reflect.Struct && f.IsExported()
 }
 
 func fieldName(f reflect.StructField) string {
@@ -342,9 +351,14 @@ func (d *Decoder) decodeStruct(n *yaml.Node, vals []reflect.Value, what string) 
 	}
 	byName := map[string]*field{}
 	var order []string
-	for _, sv := range vals {
+	var collect func(sv reflect.Value)
+	collect = func(sv reflect.Value) {
 		t := sv.Type()
 		for i := 0; i < t.NumField(); i++ {
+			if inline(t.Field(i)) {
+				collect(sv.Field(i))
+				continue
+			}
 			name := fieldName(t.Field(i))
 			if name == "" {
 				continue
@@ -355,6 +369,9 @@ func (d *Decoder) decodeStruct(n *yaml.Node, vals []reflect.Value, what string) 
 			byName[name] = &field{v: sv.Field(i), f: t.Field(i), secret: t.Field(i).Tag.Get("secret") == "true"}
 			order = append(order, name)
 		}
+	}
+	for _, sv := range vals {
+		collect(sv)
 	}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, val := n.Content[i], resolveAlias(n.Content[i+1])

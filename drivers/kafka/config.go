@@ -41,14 +41,11 @@ type TargetConfig struct {
 	ReplicationFactor int           `yaml:"replication_factor" doc:"Replication factor of topics planrun creates (default: the broker's default.replication.factor)."`
 }
 
-// TLSConfig enables TLS towards the brokers. Beside enabled it holds the
-// fields of tlsconf.Config, which the decoder cannot inline.
+// TLSConfig enables TLS towards the brokers: enabled beside the TLS file
+// settings every driver shares.
 type TLSConfig struct {
-	Enabled            bool   `yaml:"enabled" doc:"Connect with TLS."`
-	CAFile             string `yaml:"ca_file" doc:"PEM file of CA certificates to trust instead of the system pool."`
-	CertFile           string `yaml:"cert_file" doc:"PEM client certificate for mutual TLS (with key_file)."`
-	KeyFile            string `yaml:"key_file" doc:"PEM private key of cert_file."`
-	InsecureSkipVerify bool   `yaml:"insecure_skip_verify" doc:"Accept any broker certificate (testing only)."`
+	Enabled        bool `yaml:"enabled" doc:"Connect with TLS."`
+	tlsconf.Config `yaml:",inline"`
 }
 
 // SASLConfig authenticates to the brokers.
@@ -135,7 +132,7 @@ func (c *TargetConfig) Check() error {
 	if c.ReplicationFactor < 0 {
 		return fmt.Errorf("kafka: replication_factor %d is negative", c.ReplicationFactor)
 	}
-	tf := c.TLS.files()
+	tf := &c.TLS.Config
 	if err := tf.Check(); err != nil {
 		return fmt.Errorf("kafka: %w", err)
 	}
@@ -278,7 +275,7 @@ func baseConfig(c *TargetConfig) (*sarama.Config, error) {
 		sc.Net.DialTimeout = defaultDialTimeout
 	}
 	if c.TLS.Enabled {
-		tc, err := c.TLS.files().Load()
+		tc, err := c.TLS.Load()
 		if err != nil {
 			return nil, fmt.Errorf("kafka: %w", err)
 		}
@@ -306,9 +303,6 @@ func baseConfig(c *TargetConfig) (*sarama.Config, error) {
 }
 
 // files is the part of the section that tlsconf reads.
-func (t *TLSConfig) files() *tlsconf.Config {
-	return &tlsconf.Config{CAFile: t.CAFile, CertFile: t.CertFile, KeyFile: t.KeyFile, InsecureSkipVerify: t.InsecureSkipVerify}
-}
 
 // configError rewrites sarama's configuration errors, which name its Go
 // fields, without ever echoing secrets (sarama's texts never hold them).

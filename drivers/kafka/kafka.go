@@ -18,7 +18,10 @@ import (
 	"github.com/planrun/planrun/drivers"
 )
 
-func init() { drivers.Register("kafka", Driver) }
+func init() {
+	drivers.Register("kafka", Driver,
+		"Apache Kafka through IBM/sarama; brokers: embedded starts franz-go's kfake in process")
+}
 
 // Driver opens Kafka targets.
 var Driver = drivers.Define(open)

@@ -15,6 +15,7 @@ import (
 	"github.com/xdg-go/scram"
 
 	"github.com/planrun/planrun/drivers"
+	"github.com/planrun/planrun/drivers/tlsconf"
 	"github.com/planrun/planrun/units"
 )
 
@@ -440,7 +441,7 @@ func TestConfigErrors(t *testing.T) {
 		{&TargetConfig{Brokers: Embedded, Version: "banana"}, "version"},
 		{&TargetConfig{Brokers: "h:1", SASL: SASLConfig{Mechanism: "GSSAPI", User: "u"}}, "not supported"},
 		{&TargetConfig{Brokers: "h:1", SASL: SASLConfig{Mechanism: "PLAIN"}}, "needs sasl.user"},
-		{&TargetConfig{Brokers: "h:1", TLS: TLSConfig{Enabled: true, CertFile: "c.pem"}}, "key_file"},
+		{&TargetConfig{Brokers: "h:1", TLS: TLSConfig{Enabled: true, Config: tlsconf.Config{CertFile: "c.pem"}}}, "key_file"},
 		{&TargetConfig{Brokers: Embedded, TLS: TLSConfig{Enabled: true}}, "embedded"},
 		{&ProduceOptions{Acks: "some"}, "acks"},
 		{&ProduceOptions{Compression: "brotli"}, "compression"},

@@ -14,7 +14,10 @@ import (
 	"github.com/planrun/planrun/drivers"
 )
 
-func init() { drivers.Register("memory", Driver) }
+func init() {
+	drivers.Register("memory", Driver,
+		"an in-process broker without network or protocol, for trying a plan's logic in seconds")
+}
 
 // Driver opens in-process brokers.
 var Driver = drivers.Define(open)

@@ -30,7 +30,10 @@ import (
 	embedded "github.com/planrun/planrun/embedded/mqtt"
 )
 
-func init() { drivers.Register("mqtt", Driver) }
+func init() {
+	drivers.Register("mqtt", Driver,
+		"MQTT 3.1/3.1.1 brokers (mosquitto, EMQX, ActiveMQ...) through eclipse/paho.mqtt.golang, with client fleets; url: embedded starts mochi-mqtt in process")
+}
 
 // Driver opens MQTT targets.
 var Driver = drivers.Define(open)

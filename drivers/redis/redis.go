@@ -29,7 +29,8 @@ const Embedded = "embedded"
 const defaultDialTimeout = 10 * time.Second
 
 func init() {
-	drivers.Register("redis", Driver)
+	drivers.Register("redis", Driver,
+		"Redis through redis/go-redis: a destination for produce and relay workloads (a stand-in for a rule engine) and probes; addr: embedded starts miniredis in process")
 	// go-redis logs dial failures itself; planrun reports them as errors
 	// naming the target, once.
 	goredis.SetLogger(silent{})

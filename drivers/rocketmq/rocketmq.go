@@ -25,7 +25,8 @@ import (
 )
 
 func init() {
-	drivers.Register("rocketmq", Driver)
+	drivers.Register("rocketmq", Driver,
+		"Apache RocketMQ through apache/rocketmq-client-go, with ACL; nameservers: embedded starts planrun's own name server and broker in process")
 	// The client logs every rebalance and reconnect to stderr, which would
 	// drown planrun's progress lines; its failures reach planrun as errors.
 	// ROCKETMQ_GO_LOG_LEVEL, the client's own switch, brings its log back.
