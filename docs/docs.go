@@ -122,6 +122,9 @@ func describeType(t reflect.Type) (string, []Field) {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
+	if pt, ok := reflect.New(t).Interface().(interface{ PlanType() string }); ok {
+		return pt.PlanType(), nil
+	}
 	switch t {
 	case durationType:
 		return "duration", nil

@@ -142,6 +142,10 @@ type Producer struct {
 	seqs       []uint64 // next sequence number per thread, kept across restarts
 	sent       atomic.Int64
 	warnedOnce atomic.Bool
+	// rate is what the next start paces by; pacer is the running start's.
+	rateMu sync.Mutex
+	rate   Rate
+	pacer  *Pacer
 }
 
 // NewProducer prepares a produce workload; id must be unique in the run.
@@ -150,6 +154,7 @@ func NewProducer(name string, spec ProduceSpec, opts any, target drivers.Target,
 	p := &Producer{name: name, spec: spec, opts: opts, target: target, id: id,
 		topic: env.Acct.Topic(targetName, spec.Topic)}
 	p.env = env
+	p.rate = spec.Rate
 	p.rec = metrics.NewRecorder(name, produceKind.Name, produceKind.Role)
 	return p
 }
@@ -186,10 +191,12 @@ func (p *Producer) Start(ctx context.Context) error {
 	if g, ok := dp.(drivers.Gauger); ok {
 		p.rec.SetGauges(g.Gauges)
 	}
-	rate := p.spec.Rate
-	if p.spec.Interval > 0 {
-		rate = float64(sources) / p.spec.Interval.Seconds()
+	p.rateMu.Lock()
+	rate := p.rate
+	if p.spec.Interval > 0 && !rate.Set() {
+		rate = FixedRate(float64(sources) / p.spec.Interval.Seconds())
 	}
+	p.rateMu.Unlock()
 	if p.seqs == nil {
 		p.seqs = make([]uint64, p.spec.Threads)
 	}
@@ -206,7 +213,10 @@ func (p *Producer) Start(ctx context.Context) error {
 		}
 		if ready {
 			// The schedule starts when sending can start.
-			pacer := NewPacer(time.Now(), rate, remaining)
+			pacer := NewSchedulePacer(time.Now(), rate, remaining)
+			p.rateMu.Lock()
+			p.pacer = pacer
+			p.rateMu.Unlock()
 			for i := range p.spec.Threads {
 				wg.Add(1)
 				go func() {
@@ -216,6 +226,9 @@ func (p *Producer) Start(ctx context.Context) error {
 			}
 		}
 		wg.Wait()
+		p.rateMu.Lock()
+		p.pacer = nil
+		p.rateMu.Unlock()
 		stopTimer()
 		if err := dp.Close(); err != nil {
 			p.env.Warn(fmt.Sprintf("workload %q: closing producer: %v", p.name, err))
@@ -223,6 +236,31 @@ func (p *Producer) Start(ctx context.Context) error {
 		p.finish()
 	}()
 	return nil
+}
+
+// SetRate changes the producer's rate: a running start follows the new rate
+// (or schedule) from now on without stopping, and later starts begin with
+// it. Due times already handed out, and so latency measured from them,
+// stay as they were.
+func (p *Producer) SetRate(r Rate) {
+	p.rateMu.Lock()
+	defer p.rateMu.Unlock()
+	p.rate = r
+	if p.pacer != nil {
+		p.pacer.SetRate(time.Now(), r)
+	}
+}
+
+// Set changes a setting while the producer runs (see produceKind.Settable).
+func (p *Producer) Set(key string, value any) error {
+	switch v := value.(type) {
+	case *Rate:
+		if key == "rate" {
+			p.SetRate(*v)
+			return nil
+		}
+	}
+	return fmt.Errorf("workload %q: %s cannot be changed while it runs", p.name, key)
 }
 
 // loop sends until ctx ends; a send already begun runs under flight, so a
@@ -452,7 +490,8 @@ func sumGauges(dcs []drivers.Consumer) func() map[string]float64 {
 
 var (
 	produceKind = Kind{Name: "produce", Doc: "send messages", Role: metrics.Role{Sends: true},
-		Keys: []any{ProduceSpec{}}, New: func() Section { return &ProduceSection{} }}
+		Keys: []any{ProduceSpec{}}, New: func() Section { return &ProduceSection{} },
+		Settable: map[string]func() any{"rate": func() any { return new(Rate) }}}
 	consumeKind = Kind{Name: "consume", Doc: "receive messages in a consumer group", Role: metrics.Role{Receives: true},
 		Keys: []any{ConsumeSpec{}}, New: func() Section { return &ConsumeSection{} }}
 )
