@@ -99,11 +99,7 @@ func (r *Rate) UnmarshalPlan(d *yamldecode.Decoder, n *yaml.Node) {
 		d.Errs.At(n, "rate: want a number of messages per second or a list of stages such as [{to: 1000, over: 1m}, {hold: 5m}], got %q", s)
 		return
 	}
-	if f < 0 {
-		d.Errs.At(n, "rate must be 0 (unlimited) or more, got %g", f)
-		return
-	}
-	r.Fixed = f
+	r.Fixed = f // a negative one is reported by the spec's Check
 }
 
 // segment is a stretch of a schedule where the rate changes linearly: it

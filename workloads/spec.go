@@ -30,6 +30,9 @@ func (s *ProduceSpec) Check() []string {
 	if s.Threads < 0 || s.Threads > 65535 {
 		errs = append(errs, fmt.Sprintf("threads must be from 1 to 65535, got %d", s.Threads))
 	}
+	if s.Rate.Fixed < 0 {
+		errs = append(errs, fmt.Sprintf("rate must be 0 (unlimited) or more, got %g", s.Rate.Fixed))
+	}
 	if s.Rate.Set() && s.Interval > 0 {
 		errs = append(errs, "give rate or interval, not both")
 	}
