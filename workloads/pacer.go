@@ -38,12 +38,18 @@ func NewSchedulePacer(start time.Time, r Rate, limit int64) *Pacer {
 // SetRate replaces the schedule from now on: a new schedule's ramps start
 // from the rate in force now, and messages already due stay due (a
 // producer that is behind stays behind by as many messages).
-func (p *Pacer) SetRate(now time.Time, r Rate) {
+func (p *Pacer) SetRate(now time.Time, r Rate) { p.setRate(now, r, false) }
+
+// ResetRate replaces the schedule from now on as if the pacer had just
+// started with r: messages due but not yet claimed are forgiven.
+func (p *Pacer) ResetRate(now time.Time, r Rate) { p.setRate(now, r, true) }
+
+func (p *Pacer) setRate(now time.Time, r Rate, reset bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	old := p.sched.Load()
 	var before, n0 float64
-	if old.unlimited {
+	if old.unlimited || reset {
 		n0 = float64(p.next.Load())
 	} else {
 		t := now.Sub(old.start).Seconds()

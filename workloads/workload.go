@@ -242,14 +242,25 @@ func (p *Producer) Start(ctx context.Context) error {
 // (or schedule) from now on without stopping, and later starts begin with
 // it. Due times already handed out, and so latency measured from them,
 // stay as they were.
-func (p *Producer) SetRate(r Rate) {
+func (p *Producer) SetRate(r Rate) { p.setRate(r, false) }
+
+func (p *Producer) setRate(r Rate, reset bool) {
 	p.rateMu.Lock()
 	defer p.rateMu.Unlock()
 	p.rate = r
-	if p.pacer != nil {
+	switch {
+	case p.pacer == nil:
+	case reset:
+		p.pacer.ResetRate(time.Now(), r)
+	default:
 		p.pacer.SetRate(time.Now(), r)
 	}
 }
+
+// ResetRate changes the rate as SetRate does but forgives the messages a
+// running start is behind by: the new rate counts from now, as if it had
+// just started (a search's trials are independent of each other).
+func (p *Producer) ResetRate(r Rate) { p.setRate(r, true) }
 
 // Set changes a setting while the producer runs (see produceKind.Settable).
 func (p *Producer) Set(key string, value any) error {

@@ -1,0 +1,54 @@
+package steps_test
+
+import (
+	"math"
+	"testing"
+)
+
+// On the memory broker with a service rate of 20000 msg/s, the search finds
+// a rate within 5% of it, and keeps it for expressions and reports.
+func TestSearchFindsCapacity(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs about 30 seconds of trials")
+	}
+	y := `name: search
+targets:
+  mq: { driver: memory, capacity: 20000 }
+workloads:
+  producer: { produce: { topic: a, size: 64B, threads: 64 } }
+progress: 0s
+steps:
+  - search: producer
+    as: top
+    from: 8000
+    factor: 1.5
+    precision: 0.05
+    settle: 1s
+    trial: 2s
+  - assert: search.top.rate > 0 && search.top.trials >= 3
+  - stop: all
+report:
+  tables:
+    - title: search
+      rows: runs
+      columns:
+        - { name: rate, value: search.top.rate, format: "%.0f" }
+`
+	run := execute(t, y).Runs[0]
+	res, ok := run.Probes["search.top"].(map[string]float64)
+	if !ok {
+		t.Fatalf("probes %v", run.Probes)
+	}
+	t.Logf("result %+v", res)
+	if got := res["rate"]; math.Abs(got-20000) > 0.05*20000 {
+		t.Errorf("search found %.0f msg/s, capacity is 20000", got)
+	}
+	if res["failed_rate"] <= res["rate"] || res["seconds"] < 3*res["trials"] {
+		t.Errorf("result %+v: the lowest failed rate must be above the result, and each trial takes settle + trial", res)
+	}
+	for _, a := range run.Asserts {
+		if !a.Passed {
+			t.Errorf("assert %s: %s", a.Expr, a.Detail)
+		}
+	}
+}
