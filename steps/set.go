@@ -38,6 +38,9 @@ type Change struct {
 // PlanType names the type in `planrun explain` and the README.
 func (SetValues) PlanType() string { return "mapping of WORKLOAD.KEY: value" }
 
+// PlanAlternatives is the shape of the changes, for the plan schema.
+func (SetValues) PlanAlternatives() []any { return []any{map[string]any{}} }
+
 // UnmarshalPlan keeps the mapping: values are decoded in Check, once the
 // workloads' kinds are known.
 func (s *SetValues) UnmarshalPlan(d *yamldecode.Decoder, n *yaml.Node) {

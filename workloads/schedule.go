@@ -58,6 +58,9 @@ func (r Rate) String() string {
 // PlanType names the type in `planrun explain` and the README.
 func (Rate) PlanType() string { return "number or list of stages" }
 
+// PlanAlternatives are the shapes a rate takes, for the plan schema.
+func (Rate) PlanAlternatives() []any { return []any{float64(0), []Stage{}} }
+
 // UnmarshalPlan reads a number or a list of stages.
 func (r *Rate) UnmarshalPlan(d *yamldecode.Decoder, n *yaml.Node) {
 	*r = Rate{}
