@@ -5,26 +5,27 @@ import (
 	"testing"
 )
 
-// On the memory broker with a service rate of 20000 msg/s, the search finds
-// a rate within 5% of it, and keeps it for expressions and reports.
+// On the memory broker with a service rate of 1000 msg/s (low, so that the
+// load generator has room to spare on a busy machine), the search finds a
+// rate within 5% of it, and keeps it for expressions and reports.
 func TestSearchFindsCapacity(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs about 30 seconds of trials")
 	}
 	y := `name: search
 targets:
-  mq: { driver: memory, capacity: 20000 }
+  mq: { driver: memory, capacity: 1000 }
 workloads:
-  producer: { produce: { topic: a, size: 64B, threads: 64 } }
+  producer: { produce: { topic: a, size: 64B, threads: 16 } }
 progress: 0s
 steps:
   - search: producer
     as: top
-    from: 8000
+    from: 400
     factor: 1.5
     precision: 0.05
     settle: 1s
-    trial: 2s
+    trial: 3s
   - assert: search.top.rate > 0 && search.top.trials >= 3
   - stop: all
 report:
@@ -40,10 +41,10 @@ report:
 		t.Fatalf("probes %v", run.Probes)
 	}
 	t.Logf("result %+v", res)
-	if got := res["rate"]; math.Abs(got-20000) > 0.05*20000 {
-		t.Errorf("search found %.0f msg/s, capacity is 20000", got)
+	if got := res["rate"]; math.Abs(got-1000) > 0.05*1000 {
+		t.Errorf("search found %.0f msg/s, capacity is 1000", got)
 	}
-	if res["failed_rate"] <= res["rate"] || res["seconds"] < 3*res["trials"] {
+	if res["failed_rate"] <= res["rate"] || res["seconds"] < 4*res["trials"] {
 		t.Errorf("result %+v: the lowest failed rate must be above the result, and each trial takes settle + trial", res)
 	}
 	for _, a := range run.Asserts {
