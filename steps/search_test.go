@@ -2,7 +2,10 @@ package steps_test
 
 import (
 	"math"
+	"strings"
 	"testing"
+
+	"github.com/planrun/planrun/plan"
 )
 
 // On the memory broker with a service rate of 1000 msg/s (low, so that the
@@ -50,6 +53,35 @@ report:
 	for _, a := range run.Asserts {
 		if !a.Passed {
 			t.Errorf("assert %s: %s", a.Expr, a.Detail)
+		}
+	}
+}
+
+// Mistakes in a search step are caught when the plan loads.
+func TestSearchMistakes(t *testing.T) {
+	head := `name: bad
+targets:
+  mq: { driver: memory }
+workloads:
+  producer: { produce: { topic: a } }
+  consumer: { consume: { topic: a } }
+steps:
+  - search: SEARCH
+`
+	for _, c := range []struct{ search, want string }{
+		{"consumer", "search needs one whose rate a set step can change"},
+		{"producr", `unknown workload "producr"`},
+		{"producer\n    factor: 1", "factor: must be more than 1"},
+		{"producer\n    from: 5000\n    max: 1000", "from: 5000 is above max: 1000"},
+		{"producer\n    precision: 2", "precision: must be a fraction"},
+		{"producer\n    as: top-rate", `as: "top-rate" must be a name`},
+		{"producer\n    until: producer.latency.p99 <", "expression"},
+		{"producer\n    trial: 5", "needs a unit"},
+	} {
+		y := strings.Replace(head, "SEARCH", c.search, 1)
+		_, _, err := plan.Parse("plan.yaml", []byte(y), plan.Options{})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("search: %s: got %v, want an error with %q", c.search, err, c.want)
 		}
 	}
 }

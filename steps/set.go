@@ -14,12 +14,12 @@ import (
 )
 
 func init() {
-	plan.RegisterStep(plan.StepKind{Name: "set", Doc: "change running workloads' settings without restarting them: `set: {producer.rate: 20000}`; a rate may also be a schedule of stages, ramping from the rate in force", New: func() plan.Step { return &Set{} }})
+	plan.RegisterStep(plan.StepKind{Name: "set", Doc: "change running workloads' settings without restarting them: `set: {producer.rate: 20000}`; a rate may also be a schedule of stages, ramping from the rate in force; threads where the driver can", New: func() plan.Step { return &Set{} }})
 }
 
 // Set changes workload settings while they run.
 type Set struct {
-	Values SetValues `yaml:"set" required:"true" doc:"WORKLOAD.KEY: value for each change, such as producer.rate: 20000 or producer.rate: [{to: 50000, over: 1m}]; keys a workload takes: a produce workload's rate"`
+	Values SetValues `yaml:"set" required:"true" doc:"WORKLOAD.KEY: value for each change, such as producer.rate: 20000 or producer.rate: [{to: 50000, over: 1m}]; keys: a produce workload's rate and threads (threads of a running producer on drivers that take them: memory)"`
 }
 
 // SetValues are the changes a set step makes, in plan order.

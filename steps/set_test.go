@@ -138,7 +138,9 @@ steps:
 		{"10", "{consumer.rate: 5}", "cannot change rate"},
 		{"10", "{producr.rate: 5}", "unknown workload \"producr\""},
 		{"10", "{producer: 5}", "WORKLOAD.KEY"},
-		{"10", "{producer.threads: 5}", "it can change: rate"},
+		{"10", "{producer.size: 5}", "it can change: rate, threads"},
+		{"10", "{producer.threads: 0}", "threads must be from 1 to 65535"},
+		{"10", "{producer.threads: some}", "want a whole number"},
 		{"10", "{producer.rate: lots}", "want a number"},
 	} {
 		y := strings.NewReplacer("RATE", c.rate, "SET", c.set).Replace(head)
@@ -146,5 +148,48 @@ steps:
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("rate %s, set %s: got %v, want an error with %q", c.rate, c.set, err, c.want)
 		}
+	}
+}
+
+// A set step adds and ends sending threads of a running producer on a
+// driver that takes them (memory): with every send taking 20 ms and no rate,
+// each thread sends about 50 messages a second, so the achieved rate
+// follows the number of threads.
+func TestSetThreads(t *testing.T) {
+	y := `name: threads
+targets:
+  mq: { driver: memory, delay: 20ms }
+workloads:
+  producer: { produce: { topic: a, size: 100B, threads: 2 } }
+progress: 0s
+steps:
+  - start: producer
+    phase: two
+  - sleep: 3s
+  - set: {producer.threads: 8}
+    phase: eight
+  - sleep: 3s
+  - set: {producer.threads: 1}
+    phase: one
+  - sleep: 3s
+  - stop: all
+`
+	run := execute(t, y).Runs[0]
+	perThread := map[string]float64{}
+	for _, ph := range run.Metrics.Phases {
+		n := map[string]float64{"two": 2, "eight": 8, "one": 1}[ph.Name]
+		if n > 0 {
+			perThread[ph.Name] = ph.Workloads["producer"].Rate / n
+		}
+	}
+	t.Logf("msg/s per thread: %v", perThread)
+	for name, r := range perThread {
+		// At most 50/s a thread (20 ms a send); scheduling takes a little.
+		if r > 50.5 || r < 35 {
+			t.Errorf("phase %s: %.1f msg/s per thread, want about 50", name, r)
+		}
+	}
+	if len(perThread) != 3 {
+		t.Errorf("phases %v", run.Metrics.PhaseNames())
 	}
 }

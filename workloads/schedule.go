@@ -212,3 +212,22 @@ func (s *schedule) due(k int64) (time.Time, bool) {
 func (s *schedule) at(sec float64) time.Time {
 	return s.start.Add(time.Duration(sec * float64(time.Second)))
 }
+
+// Threads is a new number of sending threads, given to a set step.
+type Threads int
+
+// UnmarshalPlan reads a whole number from 1 to 65535.
+func (t *Threads) UnmarshalPlan(d *yamldecode.Decoder, n *yaml.Node) {
+	var v int
+	before := d.Errs.Len()
+	d.Decode(n, &v, "threads")
+	if d.Errs.Len() == before && (v < 1 || v > 65535) {
+		d.Errs.At(n, "threads must be from 1 to 65535, got %d", v)
+	}
+	*t = Threads(v)
+}
+
+// PlanAlternatives is the shape of the value, for the plan schema.
+func (Threads) PlanAlternatives() []any { return []any{0} }
+
+func (t Threads) String() string { return strconv.Itoa(int(t)) }

@@ -139,13 +139,45 @@ type Producer struct {
 	target     drivers.Target
 	topic      *topicAcct
 	id         uint16
-	seqs       []uint64 // next sequence number per thread, kept across restarts
+	seqs       []*atomic.Uint64 // next sequence number per thread, kept across restarts
 	sent       atomic.Int64
 	warnedOnce atomic.Bool
-	// rate is what the next start paces by; pacer is the running start's.
+	// rate is what the next start paces by; cur is the running start's
+	// threads, nil when none runs. spec.Threads changes under it too.
 	rateMu sync.Mutex
 	rate   Rate
-	pacer  *Pacer
+	cur    *sending
+}
+
+// sending is a running start's threads, which a set step may add or remove.
+type sending struct {
+	ctx, flight context.Context
+	dp          drivers.Producer
+	pacer       *Pacer
+	sources     int
+	cancels     []context.CancelFunc // one per thread
+	active      int
+	done        chan struct{} // closed when the last thread has returned
+}
+
+// spawnLocked starts thread i of a running start.
+func (p *Producer) spawnLocked(s *sending, i int) {
+	for len(p.seqs) <= i {
+		p.seqs = append(p.seqs, new(atomic.Uint64))
+	}
+	ctx, cancel := context.WithCancel(s.ctx)
+	s.cancels = append(s.cancels, cancel)
+	s.active++
+	seq := p.seqs[i]
+	go func() {
+		p.loop(ctx, s.flight, s.dp, s.pacer, s.sources, i, seq)
+		cancel()
+		p.rateMu.Lock()
+		defer p.rateMu.Unlock()
+		if s.active--; s.active == 0 {
+			close(s.done)
+		}
+	}()
 }
 
 // NewProducer prepares a produce workload; id must be unique in the run.
@@ -197,11 +229,7 @@ func (p *Producer) Start(ctx context.Context) error {
 		rate = FixedRate(float64(sources) / p.spec.Interval.Seconds())
 	}
 	p.rateMu.Unlock()
-	if p.seqs == nil {
-		p.seqs = make([]uint64, p.spec.Threads)
-	}
 	go func() {
-		var wg sync.WaitGroup
 		ready := true
 		if r, ok := dp.(drivers.Readier); ok && p.spec.ConnectFirst {
 			if err := r.WaitReady(wctx); err != nil {
@@ -213,22 +241,19 @@ func (p *Producer) Start(ctx context.Context) error {
 		}
 		if ready {
 			// The schedule starts when sending can start.
-			pacer := NewSchedulePacer(time.Now(), rate, remaining)
+			s := &sending{ctx: wctx, flight: p.inflight, dp: dp, sources: sources, done: make(chan struct{}),
+				pacer: NewSchedulePacer(time.Now(), rate, remaining)}
 			p.rateMu.Lock()
-			p.pacer = pacer
-			p.rateMu.Unlock()
 			for i := range p.spec.Threads {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					p.loop(wctx, p.inflight, dp, pacer, sources, i)
-				}()
+				p.spawnLocked(s, i)
 			}
+			p.cur = s
+			p.rateMu.Unlock()
+			<-s.done
+			p.rateMu.Lock()
+			p.cur = nil
+			p.rateMu.Unlock()
 		}
-		wg.Wait()
-		p.rateMu.Lock()
-		p.pacer = nil
-		p.rateMu.Unlock()
 		stopTimer()
 		if err := dp.Close(); err != nil {
 			p.env.Warn(fmt.Sprintf("workload %q: closing producer: %v", p.name, err))
@@ -249,11 +274,11 @@ func (p *Producer) setRate(r Rate, reset bool) {
 	defer p.rateMu.Unlock()
 	p.rate = r
 	switch {
-	case p.pacer == nil:
+	case p.cur == nil:
 	case reset:
-		p.pacer.ResetRate(time.Now(), r)
+		p.cur.pacer.ResetRate(time.Now(), r)
 	default:
-		p.pacer.SetRate(time.Now(), r)
+		p.cur.pacer.SetRate(time.Now(), r)
 	}
 }
 
@@ -261,6 +286,34 @@ func (p *Producer) setRate(r Rate, reset bool) {
 // running start is behind by: the new rate counts from now, as if it had
 // just started (a search's trials are independent of each other).
 func (p *Producer) ResetRate(r Rate) { p.setRate(r, true) }
+
+// SetThreads changes the number of sending threads. A running start adds
+// or ends threads at once, if its driver can take more or fewer senders on
+// the producer it opened (drivers.ThreadResizer); the rate is shared by
+// all threads as before. Later starts open with the new number.
+func (p *Producer) SetThreads(n int) error {
+	p.rateMu.Lock()
+	defer p.rateMu.Unlock()
+	if s := p.cur; s != nil && s.active > 0 && n != len(s.cancels) {
+		rs, ok := s.dp.(drivers.ThreadResizer)
+		if !ok {
+			return fmt.Errorf("workload %q: its driver cannot change a running producer's threads; restart it with set and restart steps instead", p.name)
+		}
+		if err := rs.SetThreads(n); err != nil {
+			return fmt.Errorf("workload %q: threads %d: %w", p.name, n, err)
+		}
+		for len(s.cancels) < n {
+			p.spawnLocked(s, len(s.cancels))
+		}
+		for len(s.cancels) > n {
+			// The thread finishes a send already begun, as at a stop.
+			s.cancels[len(s.cancels)-1]()
+			s.cancels = s.cancels[:len(s.cancels)-1]
+		}
+	}
+	p.spec.Threads = n
+	return nil
+}
 
 // Set changes a setting while the producer runs (see produceKind.Settable).
 func (p *Producer) Set(key string, value any) error {
@@ -270,13 +323,17 @@ func (p *Producer) Set(key string, value any) error {
 			p.SetRate(*v)
 			return nil
 		}
+	case *Threads:
+		if key == "threads" {
+			return p.SetThreads(int(*v))
+		}
 	}
 	return fmt.Errorf("workload %q: %s cannot be changed while it runs", p.name, key)
 }
 
 // loop sends until ctx ends; a send already begun runs under flight, so a
 // stop waits for its ack.
-func (p *Producer) loop(ctx, flight context.Context, dp drivers.Producer, pacer *Pacer, sources, thread int) {
+func (p *Producer) loop(ctx, flight context.Context, dp drivers.Producer, pacer *Pacer, sources, thread int, seqs *atomic.Uint64) {
 	size := int(p.spec.Size)
 	stream := uint32(p.id)<<16 | uint32(thread&0xffff)
 	for {
@@ -285,8 +342,7 @@ func (p *Producer) loop(ctx, flight context.Context, dp drivers.Producer, pacer 
 			return
 		}
 		p.sent.Add(1)
-		seq := p.seqs[thread]
-		p.seqs[thread]++
+		seq := seqs.Add(1) - 1
 		m := &drivers.Message{Topic: p.spec.Topic, Value: make([]byte, size), Source: int(k % int64(sources))}
 		if size >= HeaderSize {
 			Header{Run: p.env.Run, Producer: stream, Seq: seq, SentAt: due.UnixNano()}.Put(m.Value)
@@ -502,7 +558,7 @@ func sumGauges(dcs []drivers.Consumer) func() map[string]float64 {
 var (
 	produceKind = Kind{Name: "produce", Doc: "send messages", Role: metrics.Role{Sends: true},
 		Keys: []any{ProduceSpec{}}, New: func() Section { return &ProduceSection{} },
-		Settable: map[string]func() any{"rate": func() any { return new(Rate) }}}
+		Settable: map[string]func() any{"rate": func() any { return new(Rate) }, "threads": func() any { return new(Threads) }}}
 	consumeKind = Kind{Name: "consume", Doc: "receive messages in a consumer group", Role: metrics.Role{Receives: true},
 		Keys: []any{ConsumeSpec{}}, New: func() Section { return &ConsumeSection{} }}
 )

@@ -180,6 +180,9 @@ func (p *producer) Send(ctx context.Context, m *drivers.Message) error {
 
 func (p *producer) Close() error { return nil }
 
+// SetThreads takes any number of senders: sends share nothing per thread.
+func (p *producer) SetThreads(int) error { return nil }
+
 type consumer struct {
 	b    *Broker
 	spec drivers.ConsumerSpec
