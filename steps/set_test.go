@@ -41,13 +41,13 @@ targets:
   mq: { driver: memory }
 workloads:
   producer:
-    produce: { topic: a, size: 100B, threads: 8, rate: [{to: 4000, over: 4s}, {hold: 3s}] }
+    produce: { topic: a, size: 100B, threads: 4, rate: [{to: 2000, over: 4s}, {hold: 3s}] }
 progress: 0s
 steps:
   - start: producer
     phase: ramp
   - sleep: 7s
-  - set: {producer.rate: 2000}
+  - set: {producer.rate: 1000}
     phase: set
   - sleep: 4s
   - stop: all
@@ -72,17 +72,17 @@ steps:
 		case s <= 0:
 			return 0
 		case t > t1:
-			return 4000*2 + 4000*(t1-t0-4) + 2000*(t-t1)
+			return 2000*2 + 2000*(t1-t0-4) + 1000*(t-t1)
 		case s <= 4:
-			return 1000 * s * s / 2
+			return 500 * s * s / 2
 		default:
-			return 4000*2 + 4000*(s-4)
+			return 2000*2 + 2000*(s-4)
 		}
 	}
 	// Stages as run: the ramp, the hold, the set rate.
 	stages := [][2]float64{{t0, t0 + 4}, {t0 + 4, t1}, {t1, t1 + 4}}
 	checked := 0
-	var p99s []float64
+	var p99s, around []float64
 	for _, p := range run.Metrics.Series["producer"] {
 		if p.Interval == 0 {
 			continue
@@ -100,11 +100,19 @@ steps:
 			checked++
 		}
 		// Around the change the latency from intended send time stays low:
-		// a schedule that lost its place would show seconds here.
-		if p.P99 > 50 {
-			t.Errorf("second ending at %.2fs: p99 %.1f ms from intended send time", to, p.P99)
+		// a schedule that lost its place would show seconds here (a busy
+		// machine shows tens of milliseconds anywhere).
+		if to > t1-1 && from < t1+2 {
+			around = append(around, p.P99)
+			if p.P99 > 250 {
+				t.Errorf("second ending at %.2fs, by the change at %.2fs: p99 %.1f ms from intended send time", to, t1, p.P99)
+			}
 		}
 	}
+	if len(around) < 2 {
+		t.Errorf("only %d seconds around the change", len(around))
+	}
+	t.Logf("per-second p99 around the change: %v ms", around)
 	if checked < 4 {
 		t.Errorf("only %d whole seconds inside stages were checked", checked)
 	}
