@@ -4,6 +4,7 @@ package main
 
 // The README's reference tables come from the components' struct tags.
 //go:generate go run . explain --readme README.md
+//go:generate sh -c "go run . schema > planrun.schema.json"
 
 import (
 	"context"
@@ -49,6 +50,7 @@ Usage:
   planrun explain [KIND] [NAME]        what a driver, workload kind, step, collector or plan
                                        section does and every key it takes (explain kafka,
                                        explain step wait); without a name, the list
+  planrun schema                       print the JSON Schema of plan files (for editors)
   planrun version
 
 Flags (before or after the plan):
@@ -157,7 +159,7 @@ func parseArgs(args []string) (*cli, error) {
 	if c.cmd == "" {
 		if len(c.args) > 0 {
 			switch c.args[0] {
-			case "run", "validate", "version", "report", "compare", "explain", "help":
+			case "run", "validate", "version", "report", "compare", "explain", "schema", "help":
 				c.cmd, c.args = c.args[0], c.args[1:]
 			}
 		}
@@ -189,6 +191,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return compare(c, stdout, stderr)
 	case "explain":
 		return explain(c, stdout, stderr)
+	case "schema":
+		return schema(stdout, stderr)
 	}
 	if len(c.args) != 1 {
 		fmt.Fprintf(stderr, "planrun: run takes one plan file\n\n%s", usage)
@@ -415,6 +419,17 @@ func explain(c *cli, stdout, stderr io.Writer) int {
 		}
 		docs.Text(stdout, comp)
 	}
+	return exitOK
+}
+
+// schema prints the JSON Schema of plan files.
+func schema(stdout, stderr io.Writer) int {
+	out, err := docs.Schema()
+	if err != nil {
+		fmt.Fprintf(stderr, "planrun: %v\n", err)
+		return exitRunFailure
+	}
+	fmt.Fprintf(stdout, "%s\n", out)
 	return exitOK
 }
 

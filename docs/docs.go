@@ -73,17 +73,7 @@ var (
 func Fields(vs ...any) []Field {
 	var out []Field
 	seen := map[string]bool{}
-	for _, v := range vs {
-		if v == nil {
-			continue
-		}
-		t := reflect.TypeOf(v)
-		for t.Kind() == reflect.Pointer {
-			t = t.Elem()
-		}
-		if t.Kind() != reflect.Struct {
-			continue
-		}
+	for _, t := range structTypes(vs) {
 		for _, f := range structFields(t) {
 			if !seen[f.Key] {
 				seen[f.Key] = true
@@ -94,12 +84,31 @@ func Fields(vs ...any) []Field {
 	return out
 }
 
-func structFields(t reflect.Type) []Field {
-	var out []Field
+// structTypes are the struct types behind vs (values or pointers).
+func structTypes(vs []any) []reflect.Type {
+	var out []reflect.Type
+	for _, v := range vs {
+		if v == nil {
+			continue
+		}
+		t := reflect.TypeOf(v)
+		for t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		if t.Kind() == reflect.Struct {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// eachField calls f for every key of a struct in declaration order, the
+// keys of inline structs included (they are the parent's).
+func eachField(t reflect.Type, f func(name string, sf reflect.StructField)) {
 	for i := 0; i < t.NumField(); i++ {
 		sf := t.Field(i)
 		if sf.Type.Kind() == reflect.Struct && (sf.Anonymous && sf.Tag.Get("yaml") == "" || sf.Tag.Get("yaml") == ",inline") {
-			out = append(out, structFields(sf.Type)...) // these keys are the parent's
+			eachField(sf.Type, f)
 			continue
 		}
 		if !sf.IsExported() {
@@ -109,11 +118,18 @@ func structFields(t reflect.Type) []Field {
 		if name == "" || name == "-" {
 			continue
 		}
+		f(name, sf)
+	}
+}
+
+func structFields(t reflect.Type) []Field {
+	var out []Field
+	eachField(t, func(name string, sf reflect.StructField) {
 		f := Field{Key: name, Doc: sf.Tag.Get("doc"), Default: sf.Tag.Get("default"),
 			Required: sf.Tag.Get("required") == "true", Secret: sf.Tag.Get("secret") == "true"}
 		f.Type, f.Fields = describeType(sf.Type)
 		out = append(out, f)
-	}
+	})
 	return out
 }
 
@@ -121,6 +137,9 @@ func structFields(t reflect.Type) []Field {
 func describeType(t reflect.Type) (string, []Field) {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
+	}
+	if pt, ok := reflect.New(t).Interface().(interface{ PlanType() string }); ok {
+		return pt.PlanType(), nil
 	}
 	switch t {
 	case durationType:

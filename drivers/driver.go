@@ -163,6 +163,13 @@ type ConnectCapable interface {
 	CanConnect() bool
 }
 
+// ThreadResizer is a Producer that takes a new number of concurrent
+// senders while it runs (a plan's set: {producer.threads: N}); without it
+// a running producer's threads stay as they were opened.
+type ThreadResizer interface {
+	SetThreads(n int) error
+}
+
 // Readier is a Producer whose connections open in the background (an MQTT
 // fleet at its connect rate); WaitReady returns once all are open. A produce
 // workload with connect_first waits for it before its first send.

@@ -181,7 +181,7 @@ func exprErr(err error, env *Scope) string {
 			names = append(names, c)
 		}
 		sort.Strings(names)
-		msg += fmt.Sprintf("; workloads and collectors are: %s; also phase, phases, elapsed, backlog, vars, probes", strings.Join(names, ", "))
+		msg += fmt.Sprintf("; workloads and collectors are: %s; also phase, phases, elapsed, backlog, vars, probes, search", strings.Join(names, ", "))
 	}
 	return msg
 }

@@ -63,6 +63,7 @@ func (s *Scope) Env(f Figures) map[string]any {
 	env := map[string]any{
 		"vars":    s.varsValue(),
 		"probes":  probes,
+		"search":  searches(probes),
 		"phase":   f.Phase,
 		"elapsed": f.Elapsed,
 	}
@@ -107,6 +108,37 @@ func (s *Scope) Env(f Figures) map[string]any {
 	return env
 }
 
+// SearchPrefix starts the probe names under which search steps keep their
+// results: probes "search.NAME" read as search.NAME in expressions.
+const SearchPrefix = "search."
+
+// searches gathers the search steps' results, kept among the probes, as
+// search.NAME.FIGURE.
+func searches(probes map[string]any) map[string]map[string]float64 {
+	out := map[string]map[string]float64{}
+	for k, v := range probes {
+		name, ok := strings.CutPrefix(k, SearchPrefix)
+		if !ok {
+			continue
+		}
+		figs := map[string]float64{}
+		switch m := v.(type) {
+		case map[string]float64:
+			for f, x := range m {
+				figs[f] = x
+			}
+		case map[string]any: // read back from a report
+			for f, x := range m {
+				if n, ok := x.(float64); ok {
+					figs[f] = n
+				}
+			}
+		}
+		out[name] = figs
+	}
+	return out
+}
+
 // varsValue gives expressions the variables as a struct, so that a
 // misspelt vars.name fails when the plan loads: numbers where a value is a
 // number, strings otherwise.
@@ -144,7 +176,7 @@ func (s *Scope) varsValue() any {
 // reserved names cannot be workload, collector or probe names because
 // expressions use them.
 var reserved = map[string]bool{"phase": true, "phases": true, "elapsed": true, "backlog": true, "vars": true,
-	"probes": true, "size": true, "mb": true, "mib": true, "extra": true, "true": true, "false": true, "nil": true,
+	"probes": true, "search": true, "size": true, "mb": true, "mib": true, "extra": true, "true": true, "false": true, "nil": true,
 	"all": true, "run": true}
 
 // Reserved reports whether name is one expressions use themselves.

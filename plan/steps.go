@@ -39,6 +39,9 @@ type Runtime interface {
 	// expressions (probes.<name>) and reports.
 	AddAssert(a results.Assert)
 	SetProbe(name string, v any)
+	// StartPhase closes the current metrics phase and opens name, as a
+	// step's phase: key does.
+	StartPhase(name string)
 }
 
 // Checker is a step that checks itself after decoding (workload names

@@ -25,6 +25,16 @@ type Kind struct {
 	Keys []any
 	// New returns an empty section of this kind to decode into.
 	New func() Section
+	// Settable are the keys a `set` step may change while a workload of
+	// this kind runs, each with a fresh value to decode the new setting
+	// into (a pointer); the workload implements Setter.
+	Settable map[string]func() any
+}
+
+// Setter is a workload whose settings change while it runs.
+type Setter interface {
+	// Set applies a value decoded for one of its kind's Settable keys.
+	Set(key string, value any) error
 }
 
 // Section is one workload's kind section as the plan gives it.

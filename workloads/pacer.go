@@ -2,24 +2,74 @@ package workloads
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"time"
 )
 
 // Pacer decides when each send is due. With a rate, message k of a start is
-// due at start + k/rate whatever happened to earlier sends, so a slow broker
-// shows up as latency measured from the due time instead of as fewer sends
-// (no coordinated omission). Without a rate every send is due at once.
+// due when the rate's integral since the start reaches k, whatever happened
+// to earlier sends, so a slow broker shows up as latency measured from the
+// due time instead of as fewer sends (no coordinated omission). The rate
+// may follow a schedule of stages and may be changed while sends go on
+// (SetRate); due times already handed out stay as they were. Without a
+// rate every send is due at once.
 type Pacer struct {
-	start time.Time
-	rate  float64 // messages per second; 0 = as fast as possible
+	sched atomic.Pointer[schedule]
 	next  atomic.Int64
 	limit int64 // messages this pacer may hand out; <0 = unlimited
+
+	mu      sync.Mutex    // serializes SetRate
+	changed chan struct{} // closed and replaced at each SetRate
 }
 
-// NewPacer starts a schedule at start.
+// NewPacer starts a fixed rate at start.
 func NewPacer(start time.Time, rate float64, limit int64) *Pacer {
-	return &Pacer{start: start, rate: rate, limit: limit}
+	return NewSchedulePacer(start, FixedRate(rate), limit)
+}
+
+// NewSchedulePacer starts a rate schedule at start.
+func NewSchedulePacer(start time.Time, r Rate, limit int64) *Pacer {
+	p := &Pacer{limit: limit, changed: make(chan struct{})}
+	p.sched.Store(newSchedule(start, r, 0, 0))
+	return p
+}
+
+// SetRate replaces the schedule from now on: a new schedule's ramps start
+// from the rate in force now, and messages already due stay due (a
+// producer that is behind stays behind by as many messages).
+func (p *Pacer) SetRate(now time.Time, r Rate) { p.setRate(now, r, false) }
+
+// ResetRate replaces the schedule from now on as if the pacer had just
+// started with r: messages due but not yet claimed are forgiven.
+func (p *Pacer) ResetRate(now time.Time, r Rate) { p.setRate(now, r, true) }
+
+func (p *Pacer) setRate(now time.Time, r Rate, reset bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	old := p.sched.Load()
+	var before, n0 float64
+	if old.unlimited || reset {
+		n0 = float64(p.next.Load())
+	} else {
+		t := now.Sub(old.start).Seconds()
+		before, n0 = old.rateAt(t), old.countAt(t)
+	}
+	p.sched.Store(newSchedule(now, r, before, n0))
+	close(p.changed)
+	p.changed = make(chan struct{})
+}
+
+// RateAt is the target rate at t (0 = as fast as acks allow).
+func (p *Pacer) RateAt(t time.Time) float64 {
+	s := p.sched.Load()
+	return s.rateAt(t.Sub(s.start).Seconds())
+}
+
+func (p *Pacer) changes() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.changed
 }
 
 // Next claims the next send: its index and due time. It waits until the
@@ -30,18 +80,45 @@ func (p *Pacer) Next(ctx context.Context) (k int64, due time.Time, ok bool) {
 	if p.limit >= 0 && k >= p.limit {
 		return k, time.Time{}, false
 	}
-	if p.rate <= 0 {
-		return k, time.Now(), ctx.Err() == nil
-	}
-	due = p.start.Add(time.Duration(float64(k) / p.rate * float64(time.Second)))
-	if wait := time.Until(due); wait > 0 {
-		t := time.NewTimer(wait)
+	for {
+		s := p.sched.Load()
+		if s.unlimited {
+			return k, time.Now(), ctx.Err() == nil
+		}
+		d, reached := s.due(k)
+		wait := time.Until(d)
+		if reached && wait <= 0 {
+			return k, d, ctx.Err() == nil
+		}
+		// A schedule that may still change is watched while waiting: a
+		// send claimed under a rate of 0 would otherwise never go.
+		var changed <-chan struct{}
+		if !reached || wait > 100*time.Millisecond {
+			changed = p.changes()
+			if p.sched.Load() != s {
+				continue
+			}
+		}
+		var timer *time.Timer
+		var fired <-chan time.Time
+		if reached {
+			timer = time.NewTimer(wait)
+			fired = timer.C
+		}
 		select {
 		case <-ctx.Done():
-			t.Stop()
-			return k, due, false
-		case <-t.C:
+			stopTimer(timer)
+			return k, d, false
+		case <-fired:
+			return k, d, ctx.Err() == nil
+		case <-changed:
+			stopTimer(timer)
 		}
 	}
-	return k, due, ctx.Err() == nil
+}
+
+func stopTimer(t *time.Timer) {
+	if t != nil {
+		t.Stop()
+	}
 }

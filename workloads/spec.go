@@ -14,7 +14,7 @@ type ProduceSpec struct {
 	Topic    string        `yaml:"topic" required:"true" doc:"topic to send to"`
 	Size     units.Size    `yaml:"size" default:"1KiB" doc:"payload size of each message; planrun's header (run, producer stream, sequence number, intended send time) takes the first 22 bytes when the size allows, a short one 11 to 21 bytes"`
 	Threads  int           `yaml:"threads" default:"1" doc:"concurrent senders, each waiting for its ack"`
-	Rate     float64       `yaml:"rate" doc:"target messages per second over all threads; 0 or absent = as fast as acks allow"`
+	Rate     Rate          `yaml:"rate" doc:"target messages per second over all threads (0 or absent = as fast as acks allow), or a schedule: a list of stages {to: RATE, over: DURATION} (a linear ramp from the rate before; without over: at once) and {hold: DURATION}, starting from 0; the last rate holds until the workload stops"`
 	Interval time.Duration `yaml:"interval" doc:"instead of rate: every source (client or thread) sends one message per interval"`
 	Count    int64         `yaml:"count" doc:"stop after this many messages in total (across restarts); 0 = until stopped"`
 	Duration time.Duration `yaml:"duration" doc:"stop this long after each start"`
@@ -30,10 +30,10 @@ func (s *ProduceSpec) Check() []string {
 	if s.Threads < 0 || s.Threads > 65535 {
 		errs = append(errs, fmt.Sprintf("threads must be from 1 to 65535, got %d", s.Threads))
 	}
-	if s.Rate < 0 {
-		errs = append(errs, fmt.Sprintf("rate must be 0 (unlimited) or more, got %g", s.Rate))
+	if s.Rate.Fixed < 0 {
+		errs = append(errs, fmt.Sprintf("rate must be 0 (unlimited) or more, got %g", s.Rate.Fixed))
 	}
-	if s.Rate > 0 && s.Interval > 0 {
+	if s.Rate.Set() && s.Interval > 0 {
 		errs = append(errs, "give rate or interval, not both")
 	}
 	if s.Count < 0 {

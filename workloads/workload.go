@@ -139,9 +139,45 @@ type Producer struct {
 	target     drivers.Target
 	topic      *topicAcct
 	id         uint16
-	seqs       []uint64 // next sequence number per thread, kept across restarts
+	seqs       []*atomic.Uint64 // next sequence number per thread, kept across restarts
 	sent       atomic.Int64
 	warnedOnce atomic.Bool
+	// rate is what the next start paces by; cur is the running start's
+	// threads, nil when none runs. spec.Threads changes under it too.
+	rateMu sync.Mutex
+	rate   Rate
+	cur    *sending
+}
+
+// sending is a running start's threads, which a set step may add or remove.
+type sending struct {
+	ctx, flight context.Context
+	dp          drivers.Producer
+	pacer       *Pacer
+	sources     int
+	cancels     []context.CancelFunc // one per thread
+	active      int
+	done        chan struct{} // closed when the last thread has returned
+}
+
+// spawnLocked starts thread i of a running start.
+func (p *Producer) spawnLocked(s *sending, i int) {
+	for len(p.seqs) <= i {
+		p.seqs = append(p.seqs, new(atomic.Uint64))
+	}
+	ctx, cancel := context.WithCancel(s.ctx)
+	s.cancels = append(s.cancels, cancel)
+	s.active++
+	seq := p.seqs[i]
+	go func() {
+		p.loop(ctx, s.flight, s.dp, s.pacer, s.sources, i, seq)
+		cancel()
+		p.rateMu.Lock()
+		defer p.rateMu.Unlock()
+		if s.active--; s.active == 0 {
+			close(s.done)
+		}
+	}()
 }
 
 // NewProducer prepares a produce workload; id must be unique in the run.
@@ -150,6 +186,7 @@ func NewProducer(name string, spec ProduceSpec, opts any, target drivers.Target,
 	p := &Producer{name: name, spec: spec, opts: opts, target: target, id: id,
 		topic: env.Acct.Topic(targetName, spec.Topic)}
 	p.env = env
+	p.rate = spec.Rate
 	p.rec = metrics.NewRecorder(name, produceKind.Name, produceKind.Role)
 	return p
 }
@@ -186,15 +223,13 @@ func (p *Producer) Start(ctx context.Context) error {
 	if g, ok := dp.(drivers.Gauger); ok {
 		p.rec.SetGauges(g.Gauges)
 	}
-	rate := p.spec.Rate
-	if p.spec.Interval > 0 {
-		rate = float64(sources) / p.spec.Interval.Seconds()
+	p.rateMu.Lock()
+	rate := p.rate
+	if p.spec.Interval > 0 && !rate.Set() {
+		rate = FixedRate(float64(sources) / p.spec.Interval.Seconds())
 	}
-	if p.seqs == nil {
-		p.seqs = make([]uint64, p.spec.Threads)
-	}
+	p.rateMu.Unlock()
 	go func() {
-		var wg sync.WaitGroup
 		ready := true
 		if r, ok := dp.(drivers.Readier); ok && p.spec.ConnectFirst {
 			if err := r.WaitReady(wctx); err != nil {
@@ -206,16 +241,19 @@ func (p *Producer) Start(ctx context.Context) error {
 		}
 		if ready {
 			// The schedule starts when sending can start.
-			pacer := NewPacer(time.Now(), rate, remaining)
+			s := &sending{ctx: wctx, flight: p.inflight, dp: dp, sources: sources, done: make(chan struct{}),
+				pacer: NewSchedulePacer(time.Now(), rate, remaining)}
+			p.rateMu.Lock()
 			for i := range p.spec.Threads {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					p.loop(wctx, p.inflight, dp, pacer, sources, i)
-				}()
+				p.spawnLocked(s, i)
 			}
+			p.cur = s
+			p.rateMu.Unlock()
+			<-s.done
+			p.rateMu.Lock()
+			p.cur = nil
+			p.rateMu.Unlock()
 		}
-		wg.Wait()
 		stopTimer()
 		if err := dp.Close(); err != nil {
 			p.env.Warn(fmt.Sprintf("workload %q: closing producer: %v", p.name, err))
@@ -225,9 +263,77 @@ func (p *Producer) Start(ctx context.Context) error {
 	return nil
 }
 
+// SetRate changes the producer's rate: a running start follows the new rate
+// (or schedule) from now on without stopping, and later starts begin with
+// it. Due times already handed out, and so latency measured from them,
+// stay as they were.
+func (p *Producer) SetRate(r Rate) { p.setRate(r, false) }
+
+func (p *Producer) setRate(r Rate, reset bool) {
+	p.rateMu.Lock()
+	defer p.rateMu.Unlock()
+	p.rate = r
+	switch {
+	case p.cur == nil:
+	case reset:
+		p.cur.pacer.ResetRate(time.Now(), r)
+	default:
+		p.cur.pacer.SetRate(time.Now(), r)
+	}
+}
+
+// ResetRate changes the rate as SetRate does but forgives the messages a
+// running start is behind by: the new rate counts from now, as if it had
+// just started (a search's trials are independent of each other).
+func (p *Producer) ResetRate(r Rate) { p.setRate(r, true) }
+
+// SetThreads changes the number of sending threads. A running start adds
+// or ends threads at once, if its driver can take more or fewer senders on
+// the producer it opened (drivers.ThreadResizer); the rate is shared by
+// all threads as before. Later starts open with the new number.
+func (p *Producer) SetThreads(n int) error {
+	p.rateMu.Lock()
+	defer p.rateMu.Unlock()
+	if s := p.cur; s != nil && s.active > 0 && n != len(s.cancels) {
+		rs, ok := s.dp.(drivers.ThreadResizer)
+		if !ok {
+			return fmt.Errorf("workload %q: its driver cannot change a running producer's threads; restart it with set and restart steps instead", p.name)
+		}
+		if err := rs.SetThreads(n); err != nil {
+			return fmt.Errorf("workload %q: threads %d: %w", p.name, n, err)
+		}
+		for len(s.cancels) < n {
+			p.spawnLocked(s, len(s.cancels))
+		}
+		for len(s.cancels) > n {
+			// The thread finishes a send already begun, as at a stop.
+			s.cancels[len(s.cancels)-1]()
+			s.cancels = s.cancels[:len(s.cancels)-1]
+		}
+	}
+	p.spec.Threads = n
+	return nil
+}
+
+// Set changes a setting while the producer runs (see produceKind.Settable).
+func (p *Producer) Set(key string, value any) error {
+	switch v := value.(type) {
+	case *Rate:
+		if key == "rate" {
+			p.SetRate(*v)
+			return nil
+		}
+	case *Threads:
+		if key == "threads" {
+			return p.SetThreads(int(*v))
+		}
+	}
+	return fmt.Errorf("workload %q: %s cannot be changed while it runs", p.name, key)
+}
+
 // loop sends until ctx ends; a send already begun runs under flight, so a
 // stop waits for its ack.
-func (p *Producer) loop(ctx, flight context.Context, dp drivers.Producer, pacer *Pacer, sources, thread int) {
+func (p *Producer) loop(ctx, flight context.Context, dp drivers.Producer, pacer *Pacer, sources, thread int, seqs *atomic.Uint64) {
 	size := int(p.spec.Size)
 	stream := uint32(p.id)<<16 | uint32(thread&0xffff)
 	for {
@@ -236,8 +342,7 @@ func (p *Producer) loop(ctx, flight context.Context, dp drivers.Producer, pacer 
 			return
 		}
 		p.sent.Add(1)
-		seq := p.seqs[thread]
-		p.seqs[thread]++
+		seq := seqs.Add(1) - 1
 		m := &drivers.Message{Topic: p.spec.Topic, Value: make([]byte, size), Source: int(k % int64(sources))}
 		if size >= HeaderSize {
 			Header{Run: p.env.Run, Producer: stream, Seq: seq, SentAt: due.UnixNano()}.Put(m.Value)
@@ -452,7 +557,8 @@ func sumGauges(dcs []drivers.Consumer) func() map[string]float64 {
 
 var (
 	produceKind = Kind{Name: "produce", Doc: "send messages", Role: metrics.Role{Sends: true},
-		Keys: []any{ProduceSpec{}}, New: func() Section { return &ProduceSection{} }}
+		Keys: []any{ProduceSpec{}}, New: func() Section { return &ProduceSection{} },
+		Settable: map[string]func() any{"rate": func() any { return new(Rate) }, "threads": func() any { return new(Threads) }}}
 	consumeKind = Kind{Name: "consume", Doc: "receive messages in a consumer group", Role: metrics.Role{Receives: true},
 		Keys: []any{ConsumeSpec{}}, New: func() Section { return &ConsumeSection{} }}
 )

@@ -2,6 +2,7 @@ package workloads
 
 import (
 	"context"
+	"math"
 	"testing"
 	"time"
 
@@ -116,5 +117,39 @@ func BenchmarkHeaderPut(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		h.Seq = uint64(i)
 		h.Put(buf)
+	}
+}
+
+// A schedule's due times follow the integral of its rate: a ramp from 0 to
+// 1000/s over 2s has 1000 messages due by its end, the hold after it 1000
+// a second; a rate set in the middle continues from the count reached.
+func TestPacerRateSchedule(t *testing.T) {
+	to := func(f float64) *float64 { return &f }
+	start := time.Unix(1000, 0)
+	s := newSchedule(start, Rate{Stages: []Stage{{To: to(1000), Over: 2 * time.Second}, {Hold: time.Second}, {To: to(0)}}}, 0, 0)
+	for _, c := range []struct {
+		k    int64
+		want float64 // seconds after start
+	}{{0, 0}, {250, 1}, {1000, 2}, {1500, 2.5}} {
+		d, ok := s.due(c.k)
+		if got := d.Sub(start).Seconds(); !ok || math.Abs(got-c.want) > 1e-6 {
+			t.Errorf("message %d due at %.6fs (%v), want %.6fs", c.k, got, ok, c.want)
+		}
+	}
+	if _, ok := s.due(2001); ok {
+		t.Error("a schedule that ends at rate 0 reached message 2001")
+	}
+	p := NewSchedulePacer(start, Rate{Stages: []Stage{{To: to(1000), Over: 2 * time.Second}}}, -1)
+	p.SetRate(start.Add(time.Second), FixedRate(100))
+	s = p.sched.Load()
+	// 250 messages were due by the change (1s of a ramp of 500/s²).
+	for k, want := range map[int64]float64{250: 1, 350: 2} {
+		d, _ := s.due(k)
+		if got := d.Sub(start).Seconds(); math.Abs(got-want) > 1e-6 {
+			t.Errorf("after the change message %d is due at %.6fs, want %.6fs", k, got, want)
+		}
+	}
+	if r := p.RateAt(start.Add(3 * time.Second)); r != 100 {
+		t.Errorf("rate after the change %g, want 100", r)
 	}
 }

@@ -27,6 +27,7 @@ type Config struct {
 	Partitions int           `yaml:"partitions" default:"4" doc:"partitions of topics created on first use (default 4)"`
 	Delay      time.Duration `yaml:"delay" default:"0s" doc:"time each send takes before it is acknowledged (default 0s)"`
 	FailEvery  int           `yaml:"fail_every" default:"0" doc:"refuse every Nth send, to try failure handling (default 0 = never)"`
+	Capacity   float64       `yaml:"capacity" default:"0" doc:"messages per second the broker serves over all producers: sends queue for a service slot of 1/capacity seconds each, so a higher offered rate shows as growing latency at this rate (default 0 = no limit)"`
 }
 
 // open starts a fresh broker.
@@ -34,6 +35,9 @@ func open(_ context.Context, cfg *Config) (*Broker, error) {
 	c := *cfg
 	if c.Partitions <= 0 {
 		c.Partitions = 4
+	}
+	if c.Capacity < 0 {
+		return nil, fmt.Errorf("capacity must be 0 (no limit) or more messages per second, got %g", c.Capacity)
 	}
 	return &Broker{cfg: c, topics: map[string]*topic{}, wake: make(chan struct{})}, nil
 }
@@ -45,6 +49,9 @@ type Broker struct {
 	topics map[string]*topic
 	wake   chan struct{} // closed and replaced on every append
 	sends  atomic.Int64
+	// slot is when the next send may be served, in nanoseconds since
+	// epoch, under a capacity.
+	slot atomic.Int64
 }
 
 type topic struct {
@@ -107,8 +114,40 @@ func (b *Broker) NewProducer(context.Context, drivers.ProducerSpec, *drivers.NoO
 	return &producer{b: b}, nil
 }
 
+// serve waits for the send's service slot under the capacity: each send
+// takes the next slot of 1/capacity seconds, not earlier than now, so the
+// broker serves at most capacity sends a second and a backlog waits.
+func (b *Broker) serve(ctx context.Context) error {
+	if b.cfg.Capacity <= 0 {
+		return nil
+	}
+	service := int64(float64(time.Second) / b.cfg.Capacity)
+	var at int64
+	for {
+		now := time.Now().UnixNano()
+		prev := b.slot.Load()
+		at = max(prev, now)
+		if b.slot.CompareAndSwap(prev, at+service) {
+			break
+		}
+	}
+	if wait := time.Duration(at - time.Now().UnixNano()); wait > 0 {
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	return nil
+}
+
 func (p *producer) Send(ctx context.Context, m *drivers.Message) error {
 	b := p.b
+	if err := b.serve(ctx); err != nil {
+		return err
+	}
 	if b.cfg.Delay > 0 {
 		t := time.NewTimer(b.cfg.Delay)
 		select {
@@ -140,6 +179,9 @@ func (p *producer) Send(ctx context.Context, m *drivers.Message) error {
 }
 
 func (p *producer) Close() error { return nil }
+
+// SetThreads takes any number of senders: sends share nothing per thread.
+func (p *producer) SetThreads(int) error { return nil }
 
 type consumer struct {
 	b    *Broker

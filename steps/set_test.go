@@ -1,0 +1,195 @@
+package steps_test
+
+import (
+	"bytes"
+	"context"
+	"math"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/planrun/planrun/engine"
+	"github.com/planrun/planrun/plan"
+	"github.com/planrun/planrun/results"
+)
+
+// execute runs a whole plan with the memory driver.
+func execute(t *testing.T, y string) *results.Result {
+	t.Helper()
+	src, plans, err := plan.Parse("plan.yaml", []byte(y), plan.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	e := &engine.Engine{Out: &out, Version: "test", StopTimeout: 10 * time.Second}
+	res := e.Execute(context.Background(), src, plans)
+	t.Log(out.String())
+	if res.Status != results.Passed {
+		t.Fatalf("status %s: %s", res.Status, res.Error)
+	}
+	return res
+}
+
+// A producer follows a ramp, a hold and then a rate a set step gives it
+// without restarting: every whole second after the first of a stage sends
+// within 2% of what the schedule asks for, and latency measured from the
+// intended send times stays flat across the change.
+func TestRateScheduleAndSet(t *testing.T) {
+	y := `name: schedule
+targets:
+  mq: { driver: memory }
+workloads:
+  producer:
+    produce: { topic: a, size: 100B, threads: 8, rate: [{to: 4000, over: 4s}, {hold: 3s}] }
+progress: 0s
+steps:
+  - start: producer
+    phase: ramp
+  - sleep: 7s
+  - set: {producer.rate: 2000}
+    phase: set
+  - sleep: 4s
+  - stop: all
+`
+	run := execute(t, y).Runs[0]
+	var t0, t1 float64
+	for _, ph := range run.Metrics.Phases {
+		switch ph.Name {
+		case "ramp":
+			t0 = ph.Start
+		case "set":
+			t1 = ph.Start
+		}
+	}
+	if t1 <= t0 {
+		t.Fatalf("phases %v", run.Metrics.PhaseNames())
+	}
+	// Messages the schedule asks for by t seconds into the run.
+	want := func(t float64) float64 {
+		s := t - t0
+		switch {
+		case s <= 0:
+			return 0
+		case t > t1:
+			return 4000*2 + 4000*(t1-t0-4) + 2000*(t-t1)
+		case s <= 4:
+			return 1000 * s * s / 2
+		default:
+			return 4000*2 + 4000*(s-4)
+		}
+	}
+	// Stages as run: the ramp, the hold, the set rate.
+	stages := [][2]float64{{t0, t0 + 4}, {t0 + 4, t1}, {t1, t1 + 4}}
+	checked := 0
+	var p99s []float64
+	for _, p := range run.Metrics.Series["producer"] {
+		if p.Interval == 0 {
+			continue
+		}
+		p99s = append(p99s, p.P99)
+		from, to := p.T-p.Interval, p.T
+		for _, st := range stages {
+			if from < st[0]+1 || to > st[1] {
+				continue
+			}
+			exp := (want(to) - want(from)) / p.Interval
+			if math.Abs(p.SendRate-exp) > 0.02*exp {
+				t.Errorf("second ending at %.2fs: %.0f msg/s, schedule asks %.0f", to, p.SendRate, exp)
+			}
+			checked++
+		}
+		// Around the change the latency from intended send time stays low:
+		// a schedule that lost its place would show seconds here.
+		if p.P99 > 50 {
+			t.Errorf("second ending at %.2fs: p99 %.1f ms from intended send time", to, p.P99)
+		}
+	}
+	if checked < 4 {
+		t.Errorf("only %d whole seconds inside stages were checked", checked)
+	}
+	sort.Float64s(p99s)
+	t.Logf("checked %d seconds; per-second p99 median %.3f ms, max %.3f ms", checked, p99s[len(p99s)/2], p99s[len(p99s)-1])
+	prod := run.Metrics.Workloads["producer"]
+	if total := want(t1 + 4); math.Abs(float64(prod.Acked)-total) > 0.03*total {
+		t.Errorf("acked %d in all, schedule asks about %.0f", prod.Acked, total)
+	}
+}
+
+// Mistakes in schedules and set steps are caught when the plan loads.
+func TestRateScheduleMistakes(t *testing.T) {
+	head := `name: bad
+targets:
+  mq: { driver: memory }
+workloads:
+  producer: { produce: { topic: a, rate: RATE } }
+  consumer: { consume: { topic: a } }
+steps:
+  - start: all
+  - set: SET
+`
+	for _, c := range []struct{ rate, set, want string }{
+		{"[{to: 10, hold: 1s}]", "{producer.rate: 5}", "has to: and hold:"},
+		{"[{over: 1s}]", "{producer.rate: 5}", "needs to:"},
+		{"[]", "{producer.rate: 5}", "at least one stage"},
+		{"fast", "{producer.rate: 5}", "list of stages"},
+		{"[{to: -1}]", "{producer.rate: 5}", "0 or more"},
+		{"10", "{producer.rate: [{hold: 0s}]}", "needs to:"},
+		{"10", "{consumer.rate: 5}", "cannot change rate"},
+		{"10", "{producr.rate: 5}", "unknown workload \"producr\""},
+		{"10", "{producer: 5}", "WORKLOAD.KEY"},
+		{"10", "{producer.size: 5}", "it can change: rate, threads"},
+		{"10", "{producer.threads: 0}", "threads must be from 1 to 65535"},
+		{"10", "{producer.threads: some}", "want a whole number"},
+		{"10", "{producer.rate: lots}", "want a number"},
+	} {
+		y := strings.NewReplacer("RATE", c.rate, "SET", c.set).Replace(head)
+		_, _, err := plan.Parse("plan.yaml", []byte(y), plan.Options{})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("rate %s, set %s: got %v, want an error with %q", c.rate, c.set, err, c.want)
+		}
+	}
+}
+
+// A set step adds and ends sending threads of a running producer on a
+// driver that takes them (memory): with every send taking 20 ms and no rate,
+// each thread sends about 50 messages a second, so the achieved rate
+// follows the number of threads.
+func TestSetThreads(t *testing.T) {
+	y := `name: threads
+targets:
+  mq: { driver: memory, delay: 20ms }
+workloads:
+  producer: { produce: { topic: a, size: 100B, threads: 2 } }
+progress: 0s
+steps:
+  - start: producer
+    phase: two
+  - sleep: 3s
+  - set: {producer.threads: 8}
+    phase: eight
+  - sleep: 3s
+  - set: {producer.threads: 1}
+    phase: one
+  - sleep: 3s
+  - stop: all
+`
+	run := execute(t, y).Runs[0]
+	perThread := map[string]float64{}
+	for _, ph := range run.Metrics.Phases {
+		n := map[string]float64{"two": 2, "eight": 8, "one": 1}[ph.Name]
+		if n > 0 {
+			perThread[ph.Name] = ph.Workloads["producer"].Rate / n
+		}
+	}
+	t.Logf("msg/s per thread: %v", perThread)
+	for name, r := range perThread {
+		// At most 50/s a thread (20 ms a send); scheduling takes a little.
+		if r > 50.5 || r < 35 {
+			t.Errorf("phase %s: %.1f msg/s per thread, want about 50", name, r)
+		}
+	}
+	if len(perThread) != 3 {
+		t.Errorf("phases %v", run.Metrics.PhaseNames())
+	}
+}
