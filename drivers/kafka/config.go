@@ -25,9 +25,11 @@ const (
 	// cluster creates on first use: enough for several consumers of a group
 	// to share the work.
 	embeddedPartitions = 8
-	// defaultLingerWithBatch keeps a batch_size without linger from waiting
-	// forever for bytes that synchronous senders will never supply.
-	defaultLingerWithBatch = 5 * time.Millisecond
+	// defaultLinger is Kafka 4.0's linger.ms: evenly paced sends that arrive
+	// within it share a produce request instead of paying for one each, and
+	// a batch_size is never left waiting for bytes that synchronous senders
+	// will never supply.
+	defaultLinger = 5 * time.Millisecond
 )
 
 // TargetConfig is a Kafka target's section of a plan.
@@ -57,14 +59,14 @@ type SASLConfig struct {
 
 // ProduceOptions are the Kafka fields of a workload's produce section.
 type ProduceOptions struct {
-	Acks            string        `yaml:"acks" default:"all" doc:"Acknowledgements to wait for: all, leader or none (default all)."`
-	Compression     string        `yaml:"compression" default:"none" doc:"Batch compression: none, gzip, snappy, lz4 or zstd (default none)."`
-	BatchSize       units.Size    `yaml:"batch_size" default:"0" doc:"Bytes buffered per broker before a produce request is sent (default 0: send as soon as possible)."`
-	Linger          time.Duration `yaml:"linger" default:"0s" doc:"Longest time a message waits to fill a batch (default 0, or 5ms when batch_size is set)."`
-	Idempotent      bool          `yaml:"idempotent" doc:"Idempotent producer (needs acks all and max_in_flight 1)."`
-	MaxInFlight     int           `yaml:"max_in_flight" default:"5" doc:"Unacknowledged produce requests per broker connection (default 5, or 1 when idempotent)."`
-	Partitioner     string        `yaml:"partitioner" default:"hash" doc:"Partition choice: hash (of the key, random for keyless messages), murmur2 (Java client compatible), random or round_robin (default hash)."`
-	MaxMessageBytes units.Size    `yaml:"max_message_bytes" default:"1000000" doc:"Largest message, and batch of messages per partition, the producer sends, like max.request.size (default 1000000)."`
+	Acks            string         `yaml:"acks" default:"all" doc:"Acknowledgements to wait for: all, leader or none (default all)."`
+	Compression     string         `yaml:"compression" default:"none" doc:"Batch compression: none, gzip, snappy, lz4 or zstd (default none)."`
+	BatchSize       units.Size     `yaml:"batch_size" default:"0" doc:"Bytes buffered per broker before a produce request is sent (default 0: send as soon as possible)."`
+	Linger          *time.Duration `yaml:"linger" default:"5ms" doc:"Longest time a message waits for others to share its produce request, like linger.ms (default 5ms, as Kafka 4.0; 0 sends each message as soon as it is handed over; with batch_size set, 0 still waits 5ms)."`
+	Idempotent      bool           `yaml:"idempotent" doc:"Idempotent producer (needs acks all and max_in_flight 1)."`
+	MaxInFlight     int            `yaml:"max_in_flight" default:"5" doc:"Unacknowledged produce requests per broker connection (default 5, or 1 when idempotent)."`
+	Partitioner     string         `yaml:"partitioner" default:"hash" doc:"Partition choice: hash (of the key, random for keyless messages), murmur2 (Java client compatible), random or round_robin (default hash)."`
+	MaxMessageBytes units.Size     `yaml:"max_message_bytes" default:"1000000" doc:"Largest message, and batch of messages per partition, the producer sends, like max.request.size (default 1000000)."`
 }
 
 // ConsumeOptions are the Kafka fields of a workload's consume section.
@@ -169,7 +171,7 @@ func (o *ProduceOptions) Check() error {
 	if _, err := partitionerOf(o.Partitioner); err != nil {
 		return err
 	}
-	if o.BatchSize < 0 || o.MaxMessageBytes < 0 || o.Linger < 0 || o.MaxInFlight < 0 {
+	if o.BatchSize < 0 || o.MaxMessageBytes < 0 || (o.Linger != nil && *o.Linger < 0) || o.MaxInFlight < 0 {
 		return errors.New("kafka: batch_size, linger, max_in_flight and max_message_bytes must not be negative")
 	}
 	if o.MaxMessageBytes > 1<<31-1 {
@@ -312,4 +314,16 @@ func configError(what string, err error) error {
 		return fmt.Errorf("kafka: %s: invalid client settings: %s", what, string(ce))
 	}
 	return err
+}
+
+// linger is the plan's linger, or the default when it gives none. With
+// batch_size and linger: 0, a batch still leaves within the default linger.
+func (o *ProduceOptions) linger() time.Duration {
+	switch {
+	case o.Linger == nil:
+		return defaultLinger
+	case *o.Linger == 0 && o.BatchSize > 0:
+		return defaultLinger
+	}
+	return *o.Linger
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/xdg-go/scram"
 
 	"github.com/planrun/planrun/drivers"
@@ -354,7 +355,7 @@ func TestProduceOptions(t *testing.T) {
 		"gzip":        {Compression: "gzip", Partitioner: "murmur2"},
 		"snappy":      {Compression: "snappy"},
 		"lz4":         {Compression: "lz4", BatchSize: units.Size(16 << 10)},
-		"zstd":        {Compression: "zstd", BatchSize: units.Size(16 << 10), Linger: 2 * time.Millisecond},
+		"zstd":        {Compression: "zstd", BatchSize: units.Size(16 << 10), Linger: ptr(2 * time.Millisecond)},
 		"idempotent":  {Idempotent: true},
 		"max-msg":     {MaxMessageBytes: units.Size(2 << 20), MaxInFlight: 2},
 	}
@@ -371,6 +372,65 @@ func TestProduceOptions(t *testing.T) {
 				return lag(t, tg, topic, "nobody") == int64(len(vals))
 			})
 		})
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// Evenly paced sends (one every millisecond, each from its own goroutine as
+// a producer's threads do) share produce requests under the default linger
+// of 5 ms; linger: 0 sends them as they come. The broker counts the
+// produce requests it gets.
+func TestLingerBatchesPacedSends(t *testing.T) {
+	const n = 200
+	requests := func(linger *time.Duration) int64 {
+		tg := openEmbedded(t, nil)
+		topic := "linger"
+		if err := tg.CreateTopic(testCtx(t, 10*time.Second), topic, 1); err != nil {
+			t.Fatalf("create topic: %v", err)
+		}
+		var count atomic.Int64
+		tg.cluster.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+			tg.cluster.KeepControl()
+			count.Add(1)
+			return nil, nil, false
+		})
+		ctx := testCtx(t, 20*time.Second)
+		p, err := tg.NewProducer(ctx, drivers.ProducerSpec{Workload: "w", Topic: topic, Threads: n}, &ProduceOptions{Linger: linger})
+		if err != nil {
+			t.Fatalf("new producer: %v", err)
+		}
+		var wg sync.WaitGroup
+		errs := make(chan error, n)
+		start := time.Now()
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				time.Sleep(time.Until(start.Add(time.Duration(i) * time.Millisecond))) // pacing, not synchronisation
+				if err := p.Send(ctx, &drivers.Message{Topic: topic, Value: []byte("paced")}); err != nil {
+					errs <- err
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatalf("send: %v", err)
+		}
+		if err := p.Close(); err != nil {
+			t.Fatalf("close producer: %v", err)
+		}
+		return count.Load()
+	}
+	batched, unbatched := requests(nil), requests(ptr(time.Duration(0)))
+	t.Logf("%d sends over %d ms: %d produce requests with the default linger, %d with linger: 0", n, n, batched, unbatched)
+	// 5 ms windows over 200 ms: about 40 requests; allow for a slow machine.
+	if batched > n/2 {
+		t.Errorf("default linger: %d produce requests for %d paced sends, want at most %d", batched, n, n/2)
+	}
+	if unbatched <= batched {
+		t.Errorf("linger: 0 made %d produce requests, not more than the default linger's %d", unbatched, batched)
 	}
 }
 

@@ -51,11 +51,8 @@ func (t *Target) NewProducer(ctx context.Context, spec drivers.ProducerSpec, opt
 	sc.Producer.Idempotent = opts.Idempotent
 	if opts.BatchSize > 0 {
 		sc.Producer.Flush.Bytes = int(opts.BatchSize)
-		sc.Producer.Flush.Frequency = defaultLingerWithBatch
 	}
-	if opts.Linger > 0 {
-		sc.Producer.Flush.Frequency = opts.Linger
-	}
+	sc.Producer.Flush.Frequency = opts.linger()
 	switch {
 	case opts.MaxInFlight > 0:
 		sc.Net.MaxOpenRequests = opts.MaxInFlight

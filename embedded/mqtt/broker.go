@@ -82,6 +82,9 @@ func Start(o Options) (*Broker, error) {
 	if err := srv.AddHook(&authHook{user: []byte(o.Username), pass: []byte(o.Password)}, nil); err != nil {
 		return nil, fmt.Errorf("embedded mqtt: %w", err)
 	}
+	if err := srv.AddHook(newResumeGate(srv), nil); err != nil {
+		return nil, fmt.Errorf("embedded mqtt: %w", err)
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("embedded mqtt: listen on %s: %w", addr, err)
