@@ -192,8 +192,9 @@ steps:
 	}
 	t.Logf("msg/s per thread: %v", perThread)
 	for name, r := range perThread {
-		// At most 50/s a thread (20 ms a send); scheduling takes a little.
-		if r > 50.5 || r < 35 {
+		// At most 50/s a thread (20 ms a send), plus the sends that ended
+		// threads had begun before the change; scheduling takes a little.
+		if r > 55 || r < 35 {
 			t.Errorf("phase %s: %.1f msg/s per thread, want about 50", name, r)
 		}
 	}
