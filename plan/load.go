@@ -144,8 +144,8 @@ func (p Placement) Workers(n int) ([]int, error) {
 
 // WorkloadGeneric are the keys of a workload besides its kind section.
 type WorkloadGeneric struct {
-	Target      string `yaml:"target" doc:"the target this workload talks to (may be left out when the plan has one target)"`
-	Description string `yaml:"description" doc:"free text, shown in reports"`
+	Target      string    `yaml:"target" doc:"the target this workload talks to (may be left out when the plan has one target)"`
+	Description string    `yaml:"description" doc:"free text, shown in reports"`
 	On          yaml.Node `yaml:"on" default:"all" doc:"where the workload runs when the plan runs on workers: all, a number of workers (the first N), or a list of worker indexes such as [0, 2]"`
 }
 
