@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	embeddedmqtt "github.com/planrun/planrun/embedded/mqtt"
 	"github.com/planrun/planrun/results"
 )
 
@@ -170,5 +172,66 @@ func TestLostWorkerEndsTheRun(t *testing.T) {
 	}
 	if res.Runs[0].Metrics.Workloads["producer"].Acked == 0 {
 		t.Error("the report lost what was measured")
+	}
+}
+
+func TestMQTTFleetSplitKeepsClientIndexesDense(t *testing.T) {
+	broker, err := embeddedmqtt.Start(embeddedmqtt.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer broker.Close()
+	addrs, _ := startWorkers(t, 3)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "mqttfleet.yaml")
+	const clients = 31
+	planText := fmt.Sprintf(`name: mqttfleet
+targets:
+  mq: { driver: mqtt, url: "%s" }
+workloads:
+  fleet:
+    connect: { clients: %d, client_id: "dev-{client}" }
+progress: 0s
+steps:
+  - start: fleet
+  - wait: fleet.gauges.connected == %d
+    timeout: 30s
+  - sleep: 3s
+`, broker.URL(), clients, clients)
+	if err := os.WriteFile(file, []byte(planText), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan int, 1)
+	go func() {
+		done <- run([]string{"run", "--quiet", "--workers", strings.Join(addrs, ","), "--token", "t0k", "--out", dir, file}, io.Discard, io.Discard)
+	}()
+	want := map[string]bool{}
+	for i := range clients {
+		want[fmt.Sprintf("dev-%d", i)] = true
+	}
+	var got map[string]string
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		got = broker.RemoteAddrs()
+		if len(got) >= clients || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if len(got) != clients {
+		t.Errorf("%d clients connected, want %d", len(got), clients)
+	}
+	for id := range got {
+		if !want[id] {
+			t.Errorf("unexpected client id %q", id)
+		}
+	}
+	if code := <-done; code != exitOK {
+		t.Fatalf("exit %d", code)
+	}
+	res := loadResult(t, dir, "mqttfleet")
+	g := res.Runs[0].Metrics.Workloads["fleet"].Gauges
+	if g["clients"] != clients || g["reconnects"] != 0 {
+		t.Errorf("gauges %v: want %d clients, no reconnects (a duplicate id would take another's connection over)", g, clients)
 	}
 }
