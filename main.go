@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/planrun/planrun/cluster"
 	"github.com/planrun/planrun/docs"
 	"github.com/planrun/planrun/engine"
 	"github.com/planrun/planrun/live"
@@ -51,6 +52,9 @@ Usage:
                                        section does and every key it takes (explain kafka,
                                        explain step wait); without a name, the list
   planrun schema                       print the JSON Schema of plan files (for editors)
+  planrun worker --listen ADDR [--token TOKEN]
+                                       hold workload shards for a conductor
+                                       (planrun run --workers); see the README
   planrun version
 
 Flags (before or after the plan):
@@ -62,6 +66,12 @@ Flags (before or after the plan):
                      during the run (for example :9464)
   --connect-timeout D  how long opening a target or creating a topic may take
                      (default 60s)
+  --workers LIST     run the workloads on these planrun workers (host:port,
+                     comma-separated; also PLANRUN_WORKERS or the plan's
+                     workers: key); this process conducts
+  --token TOKEN      shared secret between conductor and workers (also
+                     PLANRUN_TOKEN)
+  --listen ADDR      worker: where to accept the conductor (host:port)
   --stop-timeout D   how long stopping the workloads and closing the targets
                      may take at the end of a run or after an interrupt
                      (default 30s)
@@ -84,6 +94,9 @@ type cli struct {
 	// workloads; zero leaves the engine's defaults.
 	connectTimeout, stopTimeout time.Duration
 	readme                      string // explain --readme: the README whose tables to regenerate
+	workers                     string // --workers: host:port list
+	token                       string
+	listen                      string
 	args                        []string
 }
 
@@ -139,6 +152,19 @@ func parseArgs(args []string) (*cli, error) {
 			} else {
 				c.stopTimeout = d
 			}
+		case "--workers", "-workers", "--token", "-token", "--listen", "-listen":
+			v, err := next()
+			if err != nil {
+				return nil, err
+			}
+			switch strings.TrimLeft(name, "-") {
+			case "workers":
+				c.workers = v
+			case "token":
+				c.token = v
+			default:
+				c.listen = v
+			}
 		case "--readme", "-readme":
 			v, err := next()
 			if err != nil {
@@ -159,7 +185,7 @@ func parseArgs(args []string) (*cli, error) {
 	if c.cmd == "" {
 		if len(c.args) > 0 {
 			switch c.args[0] {
-			case "run", "validate", "version", "report", "compare", "explain", "schema", "help":
+			case "run", "validate", "version", "report", "compare", "explain", "schema", "help", "worker":
 				c.cmd, c.args = c.args[0], c.args[1:]
 			}
 		}
@@ -193,12 +219,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return explain(c, stdout, stderr)
 	case "schema":
 		return schema(stdout, stderr)
+	case "worker":
+		return worker(c, stdout, stderr)
 	}
 	if len(c.args) != 1 {
 		fmt.Fprintf(stderr, "planrun: run takes one plan file\n\n%s", usage)
 		return exitBadPlan
 	}
-	src, plans, err := plan.Load(c.args[0], plan.Options{Set: c.sets, Formats: reporters.Names()})
+	env := &cluster.EnvOf{}
+	src, plans, err := plan.Load(c.args[0], plan.Options{Set: c.sets, Formats: reporters.Names(), LookupEnv: env.Lookup})
 	if err != nil {
 		printPlanErr(stderr, err)
 		return exitBadPlan
@@ -233,6 +262,25 @@ func run(args []string, stdout, stderr io.Writer) int {
 		progress = io.Discard
 	}
 	eng := &engine.Engine{Out: progress, Version: version, ConnectTimeout: c.connectTimeout, StopTimeout: c.stopTimeout}
+	if addrs := workerList(c, src); len(addrs) > 0 {
+		data, err := os.ReadFile(c.args[0])
+		if err != nil {
+			fmt.Fprintf(stderr, "planrun: %v\n", err)
+			return exitBadPlan
+		}
+		cond := &cluster.Conductor{Addrs: addrs, Token: tokenOf(c), Version: version, File: c.args[0], Source: data,
+			Set: c.sets, Env: env.Seen, Out: progress, StopTimeout: c.stopTimeout}
+		if err := cond.Check(plans); err != nil {
+			fmt.Fprintf(stderr, "planrun: %v\n", err)
+			return exitBadPlan
+		}
+		if err := cond.Join(ctx); err != nil {
+			fmt.Fprintf(stderr, "planrun: workers: %v\n", err)
+			return exitRunFailure
+		}
+		defer cond.Close()
+		eng.Remote = cond
+	}
 	seriesPath := filepath.Join(c.out, plans[0].FileName("{name}")+".series.jsonl")
 	if f, err := os.Create(seriesPath); err == nil {
 		defer f.Close()
@@ -446,6 +494,54 @@ func updateReadme(path string, stderr io.Writer) int {
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "planrun: %v\n", err)
+		return exitRunFailure
+	}
+	return exitOK
+}
+
+// workerList is where the workloads run: --workers, else PLANRUN_WORKERS,
+// else the plan's workers: key; empty means in this process.
+func workerList(c *cli, src *plan.Source) []string {
+	list := c.workers
+	if list == "" {
+		list = os.Getenv("PLANRUN_WORKERS")
+	}
+	if list == "" {
+		return src.Workers
+	}
+	var out []string
+	for _, a := range strings.Split(list, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+func tokenOf(c *cli) string {
+	if c.token != "" {
+		return c.token
+	}
+	return os.Getenv("PLANRUN_TOKEN")
+}
+
+// worker serves conductors until SIGTERM or an interrupt.
+func worker(c *cli, stdout, stderr io.Writer) int {
+	if c.listen == "" {
+		fmt.Fprintf(stderr, "planrun: worker needs --listen host:port\n")
+		return exitBadPlan
+	}
+	ln, err := net.Listen("tcp", c.listen)
+	if err != nil {
+		fmt.Fprintf(stderr, "planrun: worker: --listen %s: %v\n", c.listen, err)
+		return exitBadPlan
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	w := &cluster.Worker{Token: tokenOf(c), Version: version, Out: stderr, ConnectTimeout: c.connectTimeout, StopTimeout: c.stopTimeout}
+	fmt.Fprintf(stdout, "worker listening on %s\n", ln.Addr())
+	if err := w.Serve(ctx, ln); err != nil {
+		fmt.Fprintf(stderr, "planrun: worker: %v\n", err)
 		return exitRunFailure
 	}
 	return exitOK

@@ -203,3 +203,34 @@ type Connections interface {
 type Prober interface {
 	Probe(ctx context.Context, args []string) (any, error)
 }
+
+// Part is one shard of a workload split over worker processes: shard Index
+// of Of. ThreadBase and Threads are the producer threads this shard runs,
+// numbered from ThreadBase in the whole workload.
+type Part struct {
+	Index, Of           int
+	ThreadBase, Threads int
+}
+
+// Shardable is implemented by driver options with something to split over
+// worker processes (an MQTT fleet's clients): Shard returns a copy holding
+// the part's share, numbered where the part starts, so that per-client
+// names ({client}) stay unique and dense across the whole fleet.
+type Shardable interface {
+	Shard(p Part) any
+	// ShardUnits is how many shards the options can be split into at most
+	// (0: no limit of their own).
+	ShardUnits() int
+}
+
+// Split divides total into n parts as evenly as possible and returns where
+// part i starts and its size; the first total%n parts get one more.
+func Split(total, i, n int) (base, size int) {
+	q, r := total/n, total%n
+	base = i*q + min(i, r)
+	size = q
+	if i < r {
+		size++
+	}
+	return base, size
+}

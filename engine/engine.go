@@ -41,6 +41,10 @@ type Engine struct {
 	// (default 60s).
 	ConnectTimeout time.Duration
 
+	// Remote, when set, runs the workloads in worker processes: the engine
+	// builds the stand-ins Remote gives instead of the workloads.
+	Remote Remote
+
 	mu      sync.Mutex
 	current *metrics.Collector
 	secrets map[string]bool
@@ -64,6 +68,26 @@ func (e *Engine) setCurrent(c *metrics.Collector) {
 	e.mu.Unlock()
 }
 
+// Remote runs a plan's workloads in other processes (planrun workers).
+type Remote interface {
+	// Begin prepares one run (one matrix combination, index) on the
+	// workers; shared is the run's, targets resolves the targets the
+	// engine opened. Problems of the workers during the run go to
+	// shared.Fail and shared.Warn.
+	Begin(ctx context.Context, p *plan.Plan, index int, shared *workloads.Shared, targets func(string) drivers.Target) (RemoteRun, error)
+}
+
+// RemoteRun is one run on workers.
+type RemoteRun interface {
+	// Build returns the stand-in of a workload: starting and stopping it
+	// starts and stops its shards, and its recorder gets the shards'
+	// merged figures.
+	Build(w *plan.WorkloadDef, id uint16) (workloads.Workload, error)
+	// End releases the workers after the workloads stopped and says what
+	// they were.
+	End(ctx context.Context) []results.Worker
+}
+
 // ErrInterrupted marks a run ended by a signal.
 var ErrInterrupted = errors.New("interrupted")
 
@@ -75,6 +99,7 @@ type Run struct {
 	targets map[string]drivers.Target
 	works   map[string]workloads.Workload
 	shared  *workloads.Shared
+	remote  RemoteRun
 
 	mu        sync.Mutex
 	probes    map[string]any
@@ -203,6 +228,9 @@ func (e *Engine) executeOne(ctx context.Context, p *plan.Plan, index int, res *r
 	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.StopTimeout)
 	defer cancel()
 	r.stopAll(stopCtx)
+	if r.remote != nil {
+		out.Workers = r.remote.End(stopCtx)
+	}
 	r.closeSteps(stopCtx)
 	cancelRun()
 	bg.Wait()
@@ -289,8 +317,21 @@ func (r *Run) setup(ctx context.Context, index int, res *results.Result) error {
 			}
 		}
 	}
+	if r.engine.Remote != nil {
+		rr, err := r.engine.Remote.Begin(ctx, p, index, r.shared, r.Target)
+		if err != nil {
+			return err
+		}
+		r.remote = rr
+	}
 	for i, w := range p.Workloads {
-		wl, err := w.Section.Build(&workloads.Build{Name: w.Name, ID: uint16(i), Target: w.Target, Targets: r.Target, Shared: r.shared})
+		var wl workloads.Workload
+		var err error
+		if r.remote != nil {
+			wl, err = r.remote.Build(w, uint16(i))
+		} else {
+			wl, err = w.Section.Build(&workloads.Build{Name: w.Name, ID: uint16(i), Target: w.Target, Targets: r.Target, Shared: r.shared})
+		}
 		if err != nil {
 			return fmt.Errorf("workload %q: %w", w.Name, err)
 		}

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -201,6 +202,9 @@ func (p *Plan) decodeWorkloads(d *yamldecode.Decoder) {
 		kv := keys.Elem()
 		g := WorkloadGeneric{Target: kv.Field(0).String(), Description: kv.Field(1).String()}
 		w := &WorkloadDef{Name: name, Target: g.Target, Description: g.Description}
+		if on := kv.Field(2).Addr().Interface().(*yaml.Node); on.Kind != 0 {
+			w.On = decodePlacement(d, on, what)
+		}
 		// Steps check workload names against this list, so a workload with
 		// errors of its own is still on it (an invalid plan never runs).
 		defer func() { p.Workloads = append(p.Workloads, w) }()
@@ -368,3 +372,35 @@ func (*phaseStep) Run(context.Context, Runtime) error { return nil }
 
 // Describe is empty: the step's label already says which phase starts.
 func (*phaseStep) Describe() string { return "" }
+
+// decodePlacement reads a workload's on: all, a worker count, or a list of
+// worker indexes.
+func decodePlacement(d *yamldecode.Decoder, n *yaml.Node, what string) Placement {
+	var p Placement
+	if n.Kind == yaml.SequenceNode {
+		d.Decode(n, &p.Indexes, what+": on")
+		seen := map[int]bool{}
+		for _, i := range p.Indexes {
+			if i < 0 || seen[i] {
+				d.Errs.At(n, "%s: on: worker indexes must be distinct numbers from 0, got %v", what, p.Indexes)
+				break
+			}
+			seen[i] = true
+		}
+		if len(p.Indexes) == 0 {
+			d.Errs.At(n, "%s: on: the list of worker indexes is empty", what)
+		}
+		return p
+	}
+	v, _ := d.Scalar(n, what+": on")
+	if v == "all" {
+		return p
+	}
+	c, err := strconv.Atoi(v)
+	if err != nil || c < 1 {
+		d.Errs.At(n, "%s: on: want all, a number of workers (1 or more) or a list of worker indexes such as [0, 2], got %q", what, v)
+		return p
+	}
+	p.Count = c
+	return p
+}

@@ -6,6 +6,7 @@ package plan
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"regexp"
 	"slices"
@@ -35,7 +36,10 @@ type Source struct {
 	Vars        map[string]string // defaults with --set applied, env interpolated
 	Matrix      []MatrixVar
 	Secrets     map[string]bool
-	formats     []string // report formats the binary offers (nil: not checked)
+	// Workers are the worker processes (host:port) the plan runs on, from
+	// its workers: key; empty: the plan runs in this process.
+	Workers []string
+	formats []string // report formats the binary offers (nil: not checked)
 }
 
 // MatrixVar is one matrix variable and its values, in file order.
@@ -100,12 +104,49 @@ type WorkloadDef struct {
 	// Section is the decoded kind section (produce:, consume:...); nil when
 	// it had errors of its own.
 	Section workloads.Section
+	// On is where the workload runs when the plan runs on workers.
+	On Placement
+}
+
+// Placement says which worker processes run a workload: all of them
+// (the default), the first Count, or the workers of the given indexes.
+type Placement struct {
+	Count   int
+	Indexes []int
+}
+
+// Workers lists the indexes of the n workers the placement picks, or an
+// error naming what does not fit.
+func (p Placement) Workers(n int) ([]int, error) {
+	var out []int
+	switch {
+	case len(p.Indexes) > 0:
+		for _, i := range p.Indexes {
+			if i >= n {
+				return nil, fmt.Errorf("on: worker %d does not exist: there are %d workers, numbered 0 to %d", i, n, n-1)
+			}
+		}
+		out = append(out, p.Indexes...)
+	case p.Count > 0:
+		if p.Count > n {
+			return nil, fmt.Errorf("on: %d workers asked for, there are %d", p.Count, n)
+		}
+		for i := range p.Count {
+			out = append(out, i)
+		}
+	default:
+		for i := range n {
+			out = append(out, i)
+		}
+	}
+	return out, nil
 }
 
 // WorkloadGeneric are the keys of a workload besides its kind section.
 type WorkloadGeneric struct {
-	Target      string `yaml:"target" doc:"the target this workload talks to (may be left out when the plan has one target)"`
-	Description string `yaml:"description" doc:"free text, shown in reports"`
+	Target      string    `yaml:"target" doc:"the target this workload talks to (may be left out when the plan has one target)"`
+	Description string    `yaml:"description" doc:"free text, shown in reports"`
+	On          yaml.Node `yaml:"on" default:"all" doc:"where the workload runs when the plan runs on workers: all, a number of workers (the first N), or a list of worker indexes such as [0, 2]"`
 }
 
 // StepDef is one step with the keys every step may carry.
@@ -145,6 +186,7 @@ type TopLevel struct {
 	Collectors  yaml.Node           `yaml:"collectors" doc:"figures sampled every second besides the workloads' own (see collectors)"`
 	Report      ReportSpec          `yaml:"report" doc:"titles, extra tables, file names"`
 	Progress    time.Duration       `yaml:"progress" default:"5s" doc:"how often progress lines are printed; 0s = never"`
+	Workers     []string            `yaml:"workers" doc:"worker processes (host:port of planrun worker) to run the workloads on; --workers and PLANRUN_WORKERS override it (see Running across machines)"`
 }
 
 var topKeys = yamldecode.Fields(TopLevel{})
@@ -272,6 +314,14 @@ func parseSource(file string, data []byte, opts Options) (*Source, *yamldecode.E
 	}
 	if n := s.keys["description"]; n != nil {
 		s.Description, _ = d.Scalar(n, "description")
+	}
+	if n := s.keys["workers"]; n != nil {
+		d.Decode(n, &s.Workers, "workers")
+		for _, w := range s.Workers {
+			if _, _, err := net.SplitHostPort(w); err != nil {
+				errs.At(n, "workers: %q is not host:port (a planrun worker's --listen address)", w)
+			}
+		}
 	}
 	var known []string
 	known = append(known, s.VarOrder...)

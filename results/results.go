@@ -73,6 +73,28 @@ type Run struct {
 	Kinds       map[string]string `json:"kinds"` // workload -> produce/consume/relay/connect
 	// Roles say what each workload does; reports ask them, not kind names.
 	Roles map[string]metrics.Role `json:"roles,omitempty"`
+	// Workers are the worker processes the run's workloads ran on, with
+	// their clocks as the conductor measured them; empty for a run in one
+	// process.
+	Workers []Worker `json:"workers,omitempty"`
+}
+
+// Worker is one worker process of a run spread over several.
+type Worker struct {
+	Index int    `json:"index"`
+	Addr  string `json:"addr"`
+	Host  string `json:"host"`
+	// Workloads lists the workloads that had a shard on this worker.
+	Workloads []string `json:"workloads,omitempty"`
+	// OffsetMs is the worker's clock minus the conductor's, as measured at
+	// the start of the run; DriftMs how far it moved during the run
+	// (largest change seen); RTTMs the round trip of the best measurement,
+	// which bounds the error of both.
+	OffsetMs float64 `json:"clock_offset_ms"`
+	DriftMs  float64 `json:"clock_drift_ms"`
+	RTTMs    float64 `json:"rtt_ms"`
+	// Lost is set when the worker stopped answering during the run.
+	Lost bool `json:"lost,omitempty"`
 }
 
 // legacyRoles are the roles of the kinds results had before roles were

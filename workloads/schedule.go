@@ -231,3 +231,16 @@ func (t *Threads) UnmarshalPlan(d *yamldecode.Decoder, n *yaml.Node) {
 func (Threads) PlanAlternatives() []any { return []any{0} }
 
 func (t Threads) String() string { return strconv.Itoa(int(t)) }
+
+// Scaled is the rate multiplied by f: a shard's part of a workload's rate.
+func (r Rate) Scaled(f float64) Rate {
+	c := Rate{Fixed: r.Fixed * f}
+	for _, s := range r.Stages {
+		if s.To != nil {
+			to := *s.To * f
+			s.To = &to
+		}
+		c.Stages = append(c.Stages, s)
+	}
+	return c
+}

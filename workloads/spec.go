@@ -64,6 +64,9 @@ type ConsumeSpec struct {
 	Consumers   int           `yaml:"consumers" default:"1" doc:"consumer instances in the group inside this workload"`
 	Count       int64         `yaml:"count" doc:"stop after receiving this many messages in total; 0 = until stopped"`
 	LagInterval time.Duration `yaml:"lag_interval" default:"1s" doc:"how often to ask the broker for the group's lag; 0s = never"`
+	// InstanceBase numbers this process's consumer instances from where
+	// its shard starts when the workload is split over worker processes.
+	InstanceBase int `yaml:"-"`
 }
 
 // Check reports problems a plan author can fix.

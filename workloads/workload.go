@@ -419,7 +419,7 @@ func (c *Consumer) Start(ctx context.Context) error {
 	var dcs []drivers.Consumer
 	for i := range c.spec.Consumers {
 		dc, err := c.target.NewConsumer(ctx, drivers.ConsumerSpec{Workload: c.name, Topic: c.spec.Topic, Group: c.spec.Group,
-			FromLatest: c.spec.From == "latest", Instance: fmt.Sprintf("%s-%d-%d", c.name, c.startCount, i), Options: c.opts})
+			FromLatest: c.spec.From == "latest", Instance: fmt.Sprintf("%s-%d-%d", c.name, c.startCount, c.spec.InstanceBase+i), Options: c.opts})
 		if err != nil {
 			for _, d := range dcs {
 				_ = d.Close()

@@ -49,6 +49,9 @@ type ProduceOptions struct {
 	QoS          *int          `yaml:"qos" default:"1" doc:"Publish QoS: 0 (a send ends when written), 1 (when PUBACK arrives) or 2 (when PUBCOMP arrives) (default 1)."`
 	Retain       bool          `yaml:"retain" doc:"Publish with the retain flag."`
 	SendTimeout  time.Duration `yaml:"send_timeout" default:"30s" doc:"Longest one send waits for its client to connect and for the broker's acknowledgement before it counts as failed (default 30s)."`
+	// ClientBase is the {client} index of this process's first client when
+	// a workload is split over worker processes.
+	ClientBase int `yaml:"-"`
 }
 
 // ConsumeOptions are the MQTT fields of a workload's consume section.
@@ -60,6 +63,23 @@ type ConsumeOptions struct {
 	ClientID     string        `yaml:"client_id" default:"planrun-{instance}-{client}" doc:"Client id template with {client}, {workload}, {group} and {instance} (default planrun-{instance}-{client}); with clean_session false it must not contain {instance}."`
 	KeepAlive    time.Duration `yaml:"keepalive" default:"60s" doc:"MQTT keep-alive interval in whole seconds (default 60s)."`
 }
+
+// Shard implements drivers.Shardable: the part's share of the clients,
+// numbered from where the part starts in the whole fleet.
+func (o *ProduceOptions) Shard(p drivers.Part) any {
+	c := *o
+	if o.Clients == 0 {
+		// One client per thread: the part's threads are its clients.
+		c.ClientBase = o.ClientBase + p.ThreadBase
+		return &c
+	}
+	base, n := drivers.Split(o.Clients, p.Index, p.Of)
+	c.ClientBase, c.Clients = o.ClientBase+base, n
+	return &c
+}
+
+// ShardUnits implements drivers.Shardable.
+func (o *ProduceOptions) ShardUnits() int { return o.Clients }
 
 func (c *TargetConfig) embedded() bool {
 	return strings.EqualFold(strings.TrimSpace(c.URL), Embedded)
@@ -280,6 +300,7 @@ func checkFilter(t string) error {
 type expander struct {
 	tmpl      string
 	perClient bool
+	base      int // added to every client index
 }
 
 func newExpander(tmpl string, fixed map[string]string) expander {
@@ -293,5 +314,5 @@ func (e expander) client(i int) string {
 	if !e.perClient {
 		return e.tmpl
 	}
-	return strings.ReplaceAll(e.tmpl, "{client}", strconv.Itoa(i))
+	return strings.ReplaceAll(e.tmpl, "{client}", strconv.Itoa(e.base+i))
 }

@@ -98,6 +98,7 @@ type member struct {
 // it first connects.
 type fleet struct {
 	t       *Target
+	base    int // {client} index of members[0]
 	members []member
 	lim     *limiter
 	pending chan struct{}
@@ -131,10 +132,12 @@ func (t *Target) startFleet(ctx context.Context, workload string, n int, o *Prod
 	fixed := map[string]string{"workload": workload}
 	ids := newExpander(idTmpl, fixed)
 	topics := newExpander(topic, fixed)
+	ids.base, topics.base = o.ClientBase, o.ClientBase
 
 	fctx, cancel := context.WithCancel(context.Background())
 	f := &fleet{
 		t:        t,
+		base:     o.ClientBase,
 		members:  make([]member, n),
 		lim:      newLimiter(o.ConnectRate),
 		pending:  make(chan struct{}, maxPendingConnects),

@@ -43,7 +43,7 @@ func (p *Producer) Send(ctx context.Context, m *drivers.Message) error {
 	mem := &p.f.members[i]
 	topic := mem.topic
 	if m.Topic != p.topic && m.Topic != "" {
-		topic = newExpander(m.Topic, map[string]string{"workload": p.workload}).client(i)
+		topic = newExpander(m.Topic, map[string]string{"workload": p.workload}).client(p.f.base + i)
 	}
 	tok := mem.client.Publish(topic, p.qos, p.retain, m.Value)
 	select {

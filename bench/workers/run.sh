@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Conductor overhead and scale of planrun workers on this machine.
+#   bash bench/workers/run.sh [WORKERS] [RATE_PER_WORKER] [SECONDS]
+# Starts WORKERS local worker processes, runs a memory-driver producer at
+# RATE_PER_WORKER msg/s on each for SECONDS, and prints the CPU seconds of
+# the conductor and of the workers (from /proc), the conductor's share, and
+# the conductor's CPU as a share of the workers'.
+set -euo pipefail
+N=${1:-8}
+RATE=${2:-50000}
+SECS=${3:-20}
+cd "$(dirname "$0")/../.."
+tmp=$(mktemp -d)
+trap 'kill $(cat "$tmp"/*.pid 2>/dev/null) 2>/dev/null || true; rm -rf "$tmp"' EXIT
+go build -o "$tmp/planrun" .
+addrs=()
+for i in $(seq 0 $((N-1))); do
+  port=$((17500+i))
+  "$tmp/planrun" worker --listen 127.0.0.1:$port --token bench >"$tmp/w$i.out" 2>/dev/null &
+  echo $! >"$tmp/w$i.pid"
+  addrs+=(127.0.0.1:$port)
+done
+for i in $(seq 0 $((N-1))); do
+  until grep -q listening "$tmp/w$i.out"; do sleep 0.05; done
+done
+cat >"$tmp/plan.yaml" <<PLAN
+name: workers-bench
+targets:
+  mem: { driver: memory }
+workloads:
+  producer:
+    produce: { topic: t, size: 100B, threads: $((N*4)), rate: $((N*RATE)) }
+progress: 0s
+steps:
+  - start: producer
+  - sleep: ${SECS}s
+  - stop: producer
+PLAN
+cpu() { awk '{print ($14+$15)/100}' "/proc/$1/stat"; }
+declare -A w0
+for i in $(seq 0 $((N-1))); do w0[$i]=$(cpu "$(cat "$tmp/w$i.pid")"); done
+IFS=, ; list="${addrs[*]}"; unset IFS
+TIMEFORMAT='%U %S'
+{ time "$tmp/planrun" run --quiet --token bench --workers "$list" --out "$tmp/out" "$tmp/plan.yaml" >/dev/null 2>"$tmp/cond.err"; } 2>"$tmp/cond.time" || true
+ccpu=$(awk '{print $1+$2}' "$tmp/cond.time")
+wsum=0
+for i in $(seq 0 $((N-1))); do
+  d=$(echo "$(cpu "$(cat "$tmp/w$i.pid")") - ${w0[$i]}" | bc)
+  wsum=$(echo "$wsum + $d" | bc)
+done
+acked=$(python3 -c "import json;r=json.load(open('$tmp/out/workers-bench.json'));print(r['runs'][0]['metrics']['workloads']['producer']['acked'])")
+echo "workers=$N rate/worker=$RATE seconds=$SECS acked=$acked"
+echo "workers CPU s (sum)=$wsum"
+echo "conductor CPU s=$ccpu"
+echo "conductor share of workers' CPU: $(echo "scale=2; 100 * $ccpu / $wsum" | bc)%"

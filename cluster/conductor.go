@@ -1,0 +1,673 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/rpc"
+	"os"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/planrun/planrun/drivers"
+	"github.com/planrun/planrun/engine"
+	"github.com/planrun/planrun/metrics"
+	"github.com/planrun/planrun/plan"
+	"github.com/planrun/planrun/results"
+	"github.com/planrun/planrun/workloads"
+)
+
+// Conductor drives a fleet of workers for the engine (engine.Remote).
+type Conductor struct {
+	Addrs   []string
+	Token   string
+	Version string
+	// File, Source, Set and Env are the plan as the conductor read it.
+	File   string
+	Source []byte
+	Set    map[string]string
+	Env    map[string]string
+	Out    io.Writer
+	// Interval is how often figures are fetched (default 200ms);
+	// CallTimeout bounds one control call (default 3s): a worker that does
+	// not answer within it is lost.
+	Interval, CallTimeout time.Duration
+	// StopTimeout bounds a stop on the workers (default 30s).
+	StopTimeout time.Duration
+	// OnFigures, when set, sees every figures reply (tests cross-check the
+	// merge with it).
+	OnFigures func(worker int, f *Figures)
+
+	workers []*remote
+}
+
+type remote struct {
+	index  int
+	addr   string
+	client *rpc.Client
+	info   JoinReply
+	offset atomic.Int64 // worker clock minus conductor clock, nanos
+	rtt    atomic.Int64
+	lost   atomic.Bool
+}
+
+func (c *Conductor) defaults() {
+	if c.Interval == 0 {
+		c.Interval = 200 * time.Millisecond
+	}
+	if c.CallTimeout == 0 {
+		c.CallTimeout = 3 * time.Second
+	}
+	if c.StopTimeout == 0 {
+		c.StopTimeout = 30 * time.Second
+	}
+}
+
+func (w *remote) String() string { return fmt.Sprintf("worker %d (%s)", w.index, w.addr) }
+
+// call makes one control call bounded by ctx.
+func (w *remote) call(ctx context.Context, method string, args, reply any) error {
+	call := w.client.Go(service+"."+method, args, reply, make(chan *rpc.Call, 1))
+	select {
+	case <-call.Done:
+		return call.Error
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// measure sets the worker's clock offset from the best of n exchanges.
+func (w *remote) measure(ctx context.Context, n int) (offset, rtt int64, err error) {
+	rtt = -1
+	for range n {
+		var r ClockReply
+		t0 := time.Now().UnixNano()
+		if err := w.call(ctx, "Clock", &Empty{}, &r); err != nil {
+			return 0, 0, err
+		}
+		t1 := time.Now().UnixNano()
+		if rtt < 0 || t1-t0 < rtt {
+			rtt, offset = t1-t0, r.Now-(t0+t1)/2
+		}
+	}
+	return offset, rtt, nil
+}
+
+// Join connects to every worker, joins it and measures its clock; any
+// worker that cannot be reached or refuses is an error naming it, and
+// nothing runs.
+func (c *Conductor) Join(ctx context.Context) error {
+	c.defaults()
+	if len(c.Addrs) > 255 {
+		return fmt.Errorf("%d workers: at most 255 are supported", len(c.Addrs))
+	}
+	c.workers = make([]*remote, len(c.Addrs))
+	errs := make([]error, len(c.Addrs))
+	var wg sync.WaitGroup
+	for i, addr := range c.Addrs {
+		w := &remote{index: i, addr: addr}
+		c.workers[i] = w
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := c.join(ctx, w); err != nil {
+				errs[i] = fmt.Errorf("%s: %w", w, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		c.Close()
+		return err
+	}
+	return nil
+}
+
+func (c *Conductor) join(ctx context.Context, w *remote) error {
+	d := net.Dialer{Timeout: c.CallTimeout}
+	conn, err := d.DialContext(ctx, "tcp", w.addr)
+	if err != nil {
+		return fmt.Errorf("cannot reach it: %w", err)
+	}
+	w.client = rpc.NewClient(conn)
+	jctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	a := &JoinArgs{Token: c.Token, Version: c.Version, File: c.File, Source: c.Source, Set: c.Set, Env: c.Env, Index: w.index, Count: len(c.Addrs)}
+	if err := w.call(jctx, "Join", a, &w.info); err != nil {
+		return err
+	}
+	off, rtt, err := w.measure(jctx, 5)
+	if err != nil {
+		return fmt.Errorf("measuring its clock: %w", err)
+	}
+	w.offset.Store(off)
+	w.rtt.Store(rtt)
+	if c.Out != nil {
+		fmt.Fprintf(c.Out, "%s: host %s, %d CPUs, clock offset %+.3f ms (round trip %.3f ms)\n", w, w.info.Host, w.info.CPUs, float64(off)/1e6, float64(rtt)/1e6)
+	}
+	return nil
+}
+
+// Close disconnects from the workers, which then release what they hold.
+func (c *Conductor) Close() {
+	for _, w := range c.workers {
+		if w != nil && w.client != nil {
+			_ = w.client.Close()
+		}
+	}
+}
+
+// Check reports workloads whose on: names workers the fleet does not have.
+func (c *Conductor) Check(plans []*plan.Plan) error {
+	var errs []error
+	for _, p := range plans {
+		if len(p.Workloads) > 255 {
+			errs = append(errs, fmt.Errorf("%d workloads: at most 255 can run on workers", len(p.Workloads)))
+		}
+		for _, w := range p.Workloads {
+			if _, err := w.On.Workers(len(c.Addrs)); err != nil {
+				errs = append(errs, fmt.Errorf("workload %q: %w", w.Name, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Begin implements engine.Remote.
+func (c *Conductor) Begin(ctx context.Context, p *plan.Plan, index int, shared *workloads.Shared, targets func(string) drivers.Target) (engine.RemoteRun, error) {
+	c.defaults()
+	rr := &remoteRun{c: c, shared: shared, proxies: map[string]*proxy{}, names: map[int][]string{}, drift: make([]int64, len(c.workers)), offset0: make([]int64, len(c.workers))}
+	per := make([][]ShardSpec, len(c.workers))
+	for i, def := range p.Workloads {
+		if def.Section == nil {
+			return nil, fmt.Errorf("workload %q: not decoded", def.Name)
+		}
+		ws, err := def.On.Workers(len(c.workers))
+		if err != nil {
+			return nil, fmt.Errorf("workload %q: %w", def.Name, err)
+		}
+		ws = ws[:workloads.Shards(def.Section, len(ws))]
+		px := newProxy(rr, def, ws, targets)
+		rr.proxies[def.Name] = px
+		for k, wi := range ws {
+			per[wi] = append(per[wi], ShardSpec{Workload: def.Name, Index: k, Of: len(ws), ID: uint16(wi)<<8 | uint16(i)})
+		}
+	}
+	errs := make([]error, len(c.workers))
+	var wg sync.WaitGroup
+	for i, w := range c.workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			octx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+			defer cancel()
+			off, rtt, err := w.measure(octx, 5)
+			if err != nil {
+				errs[i] = fmt.Errorf("%s: %w", w, err)
+				return
+			}
+			w.offset.Store(off)
+			w.rtt.Store(rtt)
+			rr.offset0[i] = off
+			a := &OpenArgs{Run: index, RunID: shared.Run, Start: shared.Start.UnixNano() + off, Shards: per[i]}
+			if err := w.call(octx, "Open", a, &Empty{}); err != nil {
+				errs[i] = fmt.Errorf("%s: %w", w, err)
+			}
+		}()
+	}
+	wg.Wait()
+	for i := range c.workers {
+		for _, s := range per[i] {
+			rr.names[i] = append(rr.names[i], s.Workload)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	rr.crossHostWarning(p)
+	pctx, cancel := context.WithCancel(context.Background())
+	rr.cancel = cancel
+	rr.done = make(chan struct{})
+	go rr.poll(pctx)
+	return rr, nil
+}
+
+// remoteRun is one run on the fleet.
+type remoteRun struct {
+	c       *Conductor
+	shared  *workloads.Shared
+	proxies map[string]*proxy
+	names   map[int][]string
+	offset0 []int64
+	cancel  context.CancelFunc
+	done    chan struct{}
+	mu      sync.Mutex
+	drift   []int64
+}
+
+func (rr *remoteRun) crossHostWarning(p *plan.Plan) {
+	hosts := map[string]bool{}
+	var worst int64
+	for _, w := range rr.c.workers {
+		hosts[w.info.Host] = true
+		worst = max(worst, abs(w.offset.Load())+w.rtt.Load()/2)
+	}
+	if len(hosts) < 2 {
+		return
+	}
+	for _, w := range p.Workloads {
+		if w.Kind.Role.Receives {
+			rr.shared.Warn(fmt.Sprintf("the workers run on %d machines: end-to-end latency of a message sent on one and received on another includes the difference of their clocks, measured up to %.3f ms at the start; trust it only well above that", len(hosts), float64(worst)/1e6))
+			return
+		}
+	}
+}
+
+func abs(v int64) int64 {
+	if v < 0 {
+		return -v
+	}
+	return v
+}
+
+// poll fetches every worker's figures each interval and re-measures the
+// clocks every 5 seconds, until the run ends.
+func (rr *remoteRun) poll(ctx context.Context) {
+	defer close(rr.done)
+	t := time.NewTicker(rr.c.Interval)
+	defer t.Stop()
+	lastClock := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		clock := time.Since(lastClock) >= 5*time.Second
+		if clock {
+			lastClock = time.Now()
+		}
+		var wg sync.WaitGroup
+		for i, w := range rr.c.workers {
+			if w.lost.Load() {
+				continue
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				cctx, cancel := context.WithTimeout(ctx, rr.c.CallTimeout)
+				defer cancel()
+				var f Figures
+				err := w.call(cctx, "Figures", &Empty{}, &f)
+				if err == nil && clock {
+					var off, rtt int64
+					if off, rtt, err = w.measure(cctx, 3); err == nil {
+						w.offset.Store(off)
+						w.rtt.Store(rtt)
+						rr.mu.Lock()
+						rr.drift[i] = max(rr.drift[i], abs(off-rr.offset0[i]))
+						rr.mu.Unlock()
+					}
+				}
+				if err != nil {
+					if ctx.Err() == nil {
+						rr.lose(w, err)
+					}
+					return
+				}
+				rr.apply(w, &f)
+			}()
+		}
+		wg.Wait()
+	}
+}
+
+// lose marks a worker lost and ends the run with an error naming it.
+func (rr *remoteRun) lose(w *remote, err error) {
+	if w.lost.Swap(true) {
+		return
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		err = fmt.Errorf("no answer within %s", rr.c.CallTimeout)
+	}
+	rr.shared.Fail(fmt.Errorf("%s lost: %v", w, err))
+	for _, px := range rr.proxies {
+		px.drop(w.index)
+	}
+}
+
+// apply merges a worker's figures.
+func (rr *remoteRun) apply(w *remote, f *Figures) {
+	if rr.c.OnFigures != nil {
+		rr.c.OnFigures(w.index, f)
+	}
+	rr.shared.Acct.Add(f.Acct)
+	for name, sf := range f.Workloads {
+		if px := rr.proxies[name]; px != nil {
+			px.apply(w, f.Now, sf)
+		}
+	}
+	for _, m := range f.Warnings {
+		rr.shared.Warn(fmt.Sprintf("%s: %s", w, m))
+	}
+	if f.Failure != "" {
+		rr.shared.Fail(fmt.Errorf("%s: %s", w, f.Failure))
+	}
+}
+
+// each calls fn on the given workers in parallel, skipping lost ones, and
+// applies the figures they return.
+func (rr *remoteRun) each(ctx context.Context, idx []int, method string, args func(w *remote) any) error {
+	errs := make([]error, len(idx))
+	var wg sync.WaitGroup
+	for k, i := range idx {
+		w := rr.c.workers[i]
+		if w.lost.Load() {
+			errs[k] = fmt.Errorf("%s was lost", w)
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var f Figures
+			if err := w.call(ctx, method, args(w), &f); err != nil {
+				if ctx.Err() == nil {
+					rr.lose(w, err)
+				}
+				errs[k] = fmt.Errorf("%s: %w", w, err)
+				return
+			}
+			rr.apply(w, &f)
+			for _, e := range f.Errors {
+				errs[k] = errors.Join(errs[k], fmt.Errorf("%s: %s", w, e))
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// End implements engine.RemoteRun.
+func (rr *remoteRun) End(ctx context.Context) []results.Worker {
+	rr.cancel()
+	<-rr.done
+	var wg sync.WaitGroup
+	for _, w := range rr.c.workers {
+		if w.lost.Load() {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := w.call(ctx, "Close", &Empty{}, &Empty{}); err != nil {
+				rr.shared.Warn(fmt.Sprintf("%s: closing: %v", w, err))
+			}
+		}()
+	}
+	wg.Wait()
+	out := make([]results.Worker, len(rr.c.workers))
+	rr.mu.Lock()
+	defer rr.mu.Unlock()
+	for i, w := range rr.c.workers {
+		names := append([]string(nil), rr.names[i]...)
+		sort.Strings(names)
+		out[i] = results.Worker{Index: i, Addr: w.addr, Host: w.info.Host, Workloads: names,
+			OffsetMs: float64(rr.offset0[i]) / 1e6, DriftMs: float64(rr.drift[i]) / 1e6, RTTMs: float64(w.rtt.Load()) / 1e6, Lost: w.lost.Load()}
+	}
+	return out
+}
+
+// Build implements engine.RemoteRun.
+func (rr *remoteRun) Build(w *plan.WorkloadDef, _ uint16) (workloads.Workload, error) {
+	px := rr.proxies[w.Name]
+	if px == nil {
+		return nil, fmt.Errorf("workload %q has no shards", w.Name)
+	}
+	return px, nil
+}
+
+// proxy stands in for a workload whose shards run on workers.
+type proxy struct {
+	rr      *remoteRun
+	name    string
+	rec     *metrics.Recorder
+	workers []int
+	stopAt  int64
+	relays  bool
+	target  drivers.Target
+	topic   string
+	group   string
+
+	mu       sync.Mutex
+	running  map[int]bool
+	seen     map[int]int64
+	gauges   map[int]map[string]float64
+	stopping atomic.Bool
+}
+
+func newProxy(rr *remoteRun, def *plan.WorkloadDef, ws []int, targets func(string) drivers.Target) *proxy {
+	p := &proxy{rr: rr, name: def.Name, rec: metrics.NewRecorder(def.Name, def.Kind.Name, def.Kind.Role), workers: ws,
+		stopAt: workloads.StopCount(def.Section), relays: def.Kind.Role.Relays(),
+		running: map[int]bool{}, seen: map[int]int64{}, gauges: map[int]map[string]float64{}}
+	if tgt, topic, group, ok := workloads.Receives(def.Section, def.Name, def.Target); ok {
+		p.target, p.topic, p.group = targets(tgt), topic, group
+		acct := rr.shared.Acct
+		p.rec.SetBacklog(func() metrics.Backlog { return acct.Backlog(tgt, topic, group) })
+		p.rec.SetLost(func() int64 { return acct.Backlog(tgt, topic, group).Messages })
+	}
+	p.rec.SetGauges(p.sumGauges)
+	return p
+}
+
+func (p *proxy) Name() string                { return p.name }
+func (p *proxy) Recorder() *metrics.Recorder { return p.rec }
+
+func (p *proxy) sumGauges() map[string]float64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.gauges) == 0 {
+		return nil
+	}
+	out := map[string]float64{}
+	for _, g := range p.gauges {
+		for k, v := range g {
+			out[k] += v
+		}
+	}
+	return out
+}
+
+// Running reports whether any shard runs.
+func (p *proxy) Running() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, r := range p.running {
+		if r {
+			return true
+		}
+	}
+	return false
+}
+
+// Start starts every shard together.
+func (p *proxy) Start(ctx context.Context) error {
+	if p.Running() {
+		return fmt.Errorf("workload %q is already running", p.name)
+	}
+	if p.stopAt > 0 && p.counted() >= p.stopAt {
+		return nil
+	}
+	var lead int64
+	for _, i := range p.workers {
+		lead = max(lead, 2*p.rr.c.workers[i].rtt.Load())
+	}
+	at := time.Now().UnixNano() + min(lead+int64(5*time.Millisecond), int64(200*time.Millisecond))
+	err := p.rr.each(ctx, p.workers, "Start", func(w *remote) any {
+		return &StartArgs{Workloads: []string{p.name}, At: at + w.offset.Load()}
+	})
+	p.rec.SetRunning(p.Running())
+	p.changed()
+	if err != nil {
+		return fmt.Errorf("workload %q: %w", p.name, err)
+	}
+	return nil
+}
+
+// Stop stops every shard and merges their last figures.
+func (p *proxy) Stop(ctx context.Context) error {
+	err := p.rr.each(ctx, p.workers, "Stop", func(*remote) any {
+		timeout := p.rr.c.StopTimeout
+		if dl, ok := ctx.Deadline(); ok {
+			timeout = time.Until(dl)
+		}
+		return &StopArgs{Workloads: []string{p.name}, Timeout: int64(timeout)}
+	})
+	p.rec.SetRunning(p.Running())
+	p.changed()
+	if err != nil {
+		return fmt.Errorf("stopping: %w", err)
+	}
+	return nil
+}
+
+func (p *proxy) changed() {
+	if p.rr.shared.Changed != nil {
+		p.rr.shared.Changed()
+	}
+}
+
+func (p *proxy) counted() int64 {
+	c := p.rec.Counters()
+	if p.relays {
+		return c.Acked
+	}
+	return c.Received
+}
+
+// drop forgets a lost worker's shard.
+func (p *proxy) drop(worker int) {
+	p.mu.Lock()
+	delete(p.running, worker)
+	delete(p.gauges, worker)
+	p.mu.Unlock()
+	p.rec.SetRunning(p.Running())
+	p.changed()
+}
+
+// apply merges one shard's figures taken at now on the worker's clock.
+func (p *proxy) apply(w *remote, now int64, sf ShardFigures) {
+	if err := p.rec.ApplyDelta(sf.Delta, w.offset.Load()); err != nil {
+		p.rr.shared.Warn(fmt.Sprintf("%s: workload %q: %v", w, p.name, err))
+	}
+	p.mu.Lock()
+	changed := false
+	if now >= p.seen[w.index] {
+		p.seen[w.index] = now
+		changed = p.running[w.index] != sf.Running
+		p.running[w.index] = sf.Running
+		if sf.Gauges != nil {
+			p.gauges[w.index] = sf.Gauges
+		}
+	}
+	p.mu.Unlock()
+	if changed {
+		p.rec.SetRunning(p.Running())
+		p.changed()
+	}
+	if p.stopAt > 0 && p.counted() >= p.stopAt && p.Running() && p.stopping.CompareAndSwap(false, true) {
+		go func() {
+			defer p.stopping.Store(false)
+			ctx, cancel := context.WithTimeout(context.Background(), p.rr.c.StopTimeout)
+			defer cancel()
+			if err := p.Stop(ctx); err != nil {
+				p.rr.shared.Warn(fmt.Sprintf("workload %q: %v", p.name, err))
+			}
+		}()
+	}
+}
+
+// Poll reads the group's lag from the broker, as a single process does.
+func (p *proxy) Poll(ctx context.Context) {
+	if p.target == nil {
+		return
+	}
+	lr, ok := drivers.As[drivers.LagReader](p.target)
+	if !ok {
+		return
+	}
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		if n, err := lr.Lag(qctx, p.topic, p.group); err == nil {
+			p.rec.SetLag(n)
+		}
+		cancel()
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// EnvOf records the environment variables a plan reads, for the workers.
+type EnvOf struct {
+	mu   sync.Mutex
+	Seen map[string]string
+}
+
+// Lookup is os.LookupEnv that remembers what it found.
+func (e *EnvOf) Lookup(k string) (string, bool) {
+	v, ok := os.LookupEnv(k)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.Seen == nil {
+		e.Seen = map[string]string{}
+	}
+	if ok {
+		e.Seen[k] = v
+	}
+	return v, ok
+}
+
+// Set implements workloads.Setter: each shard takes its part of a new rate
+// (the same fraction as at the split) or of a new number of threads.
+func (p *proxy) Set(key string, value any) error { return p.set(key, value, false) }
+
+// ResetRate changes the rate as Set does, forgiving what the shards are
+// behind by (a search's trials are independent of each other).
+func (p *proxy) ResetRate(r workloads.Rate) {
+	if err := p.set("rate", &r, true); err != nil {
+		p.rr.shared.Fail(err)
+	}
+}
+
+func (p *proxy) set(key string, value any, reset bool) error {
+	of := len(p.workers)
+	pos := map[int]int{}
+	for k, wi := range p.workers {
+		pos[wi] = k
+	}
+	var args func(w *remote) any
+	switch v := value.(type) {
+	case *workloads.Rate:
+		r := v.Scaled(1 / float64(of))
+		args = func(w *remote) any { return &SetArgs{Workload: p.name, Key: key, Rate: &r, Reset: reset} }
+	case *workloads.Threads:
+		args = func(w *remote) any {
+			_, n := drivers.Split(int(*v), pos[w.index], of)
+			return &SetArgs{Workload: p.name, Key: key, Threads: max(n, 1)}
+		}
+	default:
+		return fmt.Errorf("workload %q: %s cannot be changed while it runs on workers", p.name, key)
+	}
+	if err := p.rr.each(context.Background(), p.workers, "Set", args); err != nil {
+		return fmt.Errorf("workload %q: %w", p.name, err)
+	}
+	return nil
+}

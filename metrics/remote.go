@@ -1,0 +1,111 @@
+package metrics
+
+import (
+	"fmt"
+
+	hdr "github.com/HdrHistogram/hdrhistogram-go"
+)
+
+// Delta is what a recorder counted since the previous delta was taken: the
+// form in which a worker process ships a workload's figures to the process
+// that merges them. Histograms travel in HdrHistogram's compressed V2
+// encoding, so percentiles merge exactly, never averaged.
+type Delta struct {
+	Counters Counters
+	// Send and E2E are encoded histograms of the latencies recorded since
+	// the previous delta; nil when nothing was recorded.
+	Send, E2E []byte
+	// First and Last are the unix nanos of the first and last message the
+	// recorder timed (0: none yet), on the clock of the process that took
+	// the delta.
+	First, Last int64
+	// LastLatency is the end-to-end latency of the last received message,
+	// in nanoseconds.
+	LastLatency int64
+}
+
+// TakeDelta returns what was counted since prev and moves prev on. The
+// recorder's histograms are drained: a recorder that ships deltas must not
+// also feed a Collector.
+func (r *Recorder) TakeDelta(prev *Counters) (Delta, error) {
+	cur := r.Counters()
+	d := Delta{Counters: cur.Sub(*prev), First: r.firstNanos.Load(), Last: r.lastNanos.Load(), LastLatency: r.lastLatency.Load()}
+	*prev = cur
+	var err error
+	if d.Send, err = encodeDrained(r.SendLatency); err != nil {
+		return d, err
+	}
+	d.E2E, err = encodeDrained(r.EndToEnd)
+	return d, err
+}
+
+func encodeDrained(h *Histogram) ([]byte, error) {
+	spare := hdrPool.Get().(*hdr.Histogram)
+	got := h.Drain(spare)
+	defer hdrPool.Put(got)
+	if got.TotalCount() == 0 {
+		return nil, nil
+	}
+	b, err := got.Encode(hdr.V2CompressedEncodingCookieBase)
+	if err != nil {
+		return nil, fmt.Errorf("encoding a latency histogram: %w", err)
+	}
+	return b, nil
+}
+
+// ApplyDelta adds a delta taken elsewhere to this recorder; offset is what
+// to subtract from the delta's timestamps to put them on this process's
+// clock.
+func (r *Recorder) ApplyDelta(d Delta, offset int64) error {
+	c := d.Counters
+	r.sent.Add(c.Sent)
+	r.acked.Add(c.Acked)
+	r.failed.Add(c.Failed)
+	r.received.Add(c.Received)
+	r.untracked.Add(c.Untracked)
+	r.bytesAcked.Add(c.BytesAcked)
+	r.bytesReceived.Add(c.BytesReceived)
+	r.duplicates.Add(c.Duplicates)
+	r.reordered.Add(c.Reordered)
+	if d.First != 0 {
+		first := d.First - offset
+		for {
+			cur := r.firstNanos.Load()
+			if (cur != 0 && cur <= first) || r.firstNanos.CompareAndSwap(cur, first) {
+				break
+			}
+		}
+		last := d.Last - offset
+		for {
+			cur := r.lastNanos.Load()
+			if cur >= last || r.lastNanos.CompareAndSwap(cur, last) {
+				break
+			}
+		}
+	}
+	if c.Received > 0 {
+		r.lastLatency.Store(d.LastLatency)
+	}
+	if err := r.SendLatency.mergeEncoded(d.Send); err != nil {
+		return err
+	}
+	return r.EndToEnd.mergeEncoded(d.E2E)
+}
+
+// mergeEncoded adds an encoded histogram's counts.
+func (h *Histogram) mergeEncoded(b []byte) error {
+	if len(b) == 0 {
+		return nil
+	}
+	o, err := hdr.Decode(b)
+	if err != nil {
+		return fmt.Errorf("decoding a latency histogram: %w", err)
+	}
+	h.mu.Lock()
+	h.cur.Merge(o)
+	h.mu.Unlock()
+	return nil
+}
+
+// GaugeValues reads the driver's gauges, if any.
+func (r *Recorder) GaugeValues() map[string]float64 { return r.gaugeValues() }
