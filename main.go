@@ -20,6 +20,7 @@ import (
 
 	"github.com/planrun/planrun/docs"
 	"github.com/planrun/planrun/engine"
+	"github.com/planrun/planrun/kube"
 	"github.com/planrun/planrun/live"
 	"github.com/planrun/planrun/plan"
 	"github.com/planrun/planrun/reporters"
@@ -49,6 +50,8 @@ Usage:
   planrun explain [KIND] [NAME]        what a driver, workload kind, step, collector or plan
                                        section does and every key it takes (explain kafka,
                                        explain step wait); without a name, the list
+  planrun kube run|render PLAN.yaml --workers N   run a plan on Kubernetes
+                                       (planrun kube help)
   planrun version
 
 Flags (before or after the plan):
@@ -169,6 +172,9 @@ func parseArgs(args []string) (*cli, error) {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "kube" {
+		return kube.Main(args[1:], stdout, stderr)
+	}
 	c, err := parseArgs(args)
 	if err != nil {
 		fmt.Fprintf(stderr, "planrun: %v\n\n%s", err, usage)
