@@ -40,7 +40,7 @@ type Spec struct {
 	// PullPolicy is the containers' imagePullPolicy; empty lets Kubernetes choose.
 	PullPolicy corev1.PullPolicy
 	Workers    int
-	Port       int32 // the workers' control port
+	Port       int32  // the workers' control port
 	PlanFile   string // the plan's file name; the ConfigMap key
 	Plan       []byte // the plan as written
 	Sets       map[string]string
@@ -253,9 +253,9 @@ func Build(s Spec) (*Manifests, error) {
 						ImagePullPolicy: s.PullPolicy,
 						// The Job controller sets JOB_COMPLETION_INDEX (0..N-1)
 						// in every container; the conductor assigns the shards.
-						Args:            []string{"worker", "--listen", fmt.Sprintf(":%d", s.Port)},
-						Env:             []corev1.EnvVar{tokenEnv},
-						Ports:           []corev1.ContainerPort{{Name: "control", ContainerPort: s.Port, Protocol: corev1.ProtocolTCP}},
+						Args:  []string{"worker", "--listen", fmt.Sprintf(":%d", s.Port)},
+						Env:   []corev1.EnvVar{tokenEnv},
+						Ports: []corev1.ContainerPort{{Name: "control", ContainerPort: s.Port, Protocol: corev1.ProtocolTCP}},
 						ReadinessProbe: &corev1.Probe{
 							ProbeHandler:  corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromString("control")}},
 							PeriodSeconds: 2, FailureThreshold: 1,

@@ -16,7 +16,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/kubernetes"
+	batchclient "k8s.io/client-go/kubernetes/typed/batch/v1"
+	coreclient "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/planrun/planrun/plan"
@@ -240,7 +242,7 @@ func runOrRender(ctx context.Context, cmd string, args []string, stdout, stderr 
 		fmt.Fprintf(stderr, "planrun kube run: no cluster to talk to: %v\n", err)
 		return exitRunFailure
 	}
-	client, err := kubernetes.NewForConfig(cfg)
+	client, err := newClient(cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "planrun kube run: %v\n", err)
 		return exitRunFailure
@@ -336,4 +338,26 @@ func printPlanErr(w io.Writer, err error) {
 		return
 	}
 	fmt.Fprintf(w, "planrun: %v\n", err)
+}
+
+// clients holds only the core and batch API clients: the full clientset
+// would add some 40 MB to the binary.
+type clients struct {
+	core  *coreclient.CoreV1Client
+	batch *batchclient.BatchV1Client
+}
+
+func (c clients) CoreV1() coreclient.CoreV1Interface    { return c.core }
+func (c clients) BatchV1() batchclient.BatchV1Interface { return c.batch }
+
+func newClient(cfg *rest.Config) (Client, error) {
+	core, err := coreclient.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	batch, err := batchclient.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return clients{core, batch}, nil
 }

@@ -15,13 +15,22 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes"
+	batchclient "k8s.io/client-go/kubernetes/typed/batch/v1"
+	coreclient "k8s.io/client-go/kubernetes/typed/core/v1"
 )
+
+// Client is what Run needs of the API: the core and batch groups only.
+type Client interface {
+	CoreV1() coreclient.CoreV1Interface
+	BatchV1() batchclient.BatchV1Interface
+}
 
 // Runner creates a run's objects, waits for the workers, follows the
 // conductor and deletes everything it created.
 type Runner struct {
-	Client kubernetes.Interface
+	// Client is the part of a clientset Run uses (a kubernetes.Clientset,
+	// or its fake in tests).
+	Client Client
 	Log    io.Writer // progress and the conductor's log
 	// Poll is how often pod states are read (default 1s).
 	Poll time.Duration
