@@ -22,6 +22,7 @@ import (
 	"github.com/planrun/planrun/cluster"
 	"github.com/planrun/planrun/docs"
 	"github.com/planrun/planrun/engine"
+	"github.com/planrun/planrun/kube"
 	"github.com/planrun/planrun/live"
 	"github.com/planrun/planrun/plan"
 	"github.com/planrun/planrun/reporters"
@@ -55,6 +56,8 @@ Usage:
   planrun worker --listen ADDR [--token TOKEN]
                                        hold workload shards for a conductor
                                        (planrun run --workers); see the README
+  planrun kube run|render PLAN.yaml --workers N   run a plan on Kubernetes
+                                       (planrun kube help)
   planrun version
 
 Flags (before or after the plan):
@@ -197,6 +200,9 @@ func parseArgs(args []string) (*cli, error) {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "kube" {
+		return kube.Main(args[1:], stdout, stderr)
+	}
 	c, err := parseArgs(args)
 	if err != nil {
 		fmt.Fprintf(stderr, "planrun: %v\n\n%s", err, usage)
