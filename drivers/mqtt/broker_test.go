@@ -62,77 +62,83 @@ func selfSigned(t *testing.T, dir string) (tls.Certificate, string) {
 }
 
 func TestTLS(t *testing.T) {
-	cert, caFile := selfSigned(t, t.TempDir())
-	b, err := embedded.Start(embedded.Options{TLS: &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	if !strings.HasPrefix(b.URL(), "ssl://") {
-		t.Fatalf("URL() = %s", b.URL())
-	}
-	tg := mustOpen(t, &TargetConfig{URL: b.URL(), TLS: tlsconf.Config{CAFile: caFile}, SourceAddrs: []string{"127.0.0.1"}})
-	if !strings.Contains(tg.Describe(), "tls") {
-		t.Errorf("Describe() = %q", tg.Describe())
-	}
-	qos1Counts(t, tg, 200)
-	mustOpen(t, &TargetConfig{URL: b.URL(), TLS: tlsconf.Config{InsecureSkipVerify: true}})
-	if _, err := Driver.Open(testCtx(t, 10*time.Second), &TargetConfig{URL: b.URL()}); err == nil || !strings.Contains(err.Error(), "certificate") {
-		t.Errorf("open without trusting the broker's certificate: %v", err)
-	}
+	eachClient(t, func(t *testing.T, cl string) {
+		cert, caFile := selfSigned(t, t.TempDir())
+		b, err := embedded.Start(embedded.Options{TLS: &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Close()
+		if !strings.HasPrefix(b.URL(), "ssl://") {
+			t.Fatalf("URL() = %s", b.URL())
+		}
+		tg := mustOpen(t, &TargetConfig{Client: cl, URL: b.URL(), TLS: tlsconf.Config{CAFile: caFile}, SourceAddrs: []string{"127.0.0.1"}})
+		if !strings.Contains(tg.Describe(), "tls") {
+			t.Errorf("Describe() = %q", tg.Describe())
+		}
+		qos1Counts(t, tg, 200)
+		mustOpen(t, &TargetConfig{Client: cl, URL: b.URL(), TLS: tlsconf.Config{InsecureSkipVerify: true}})
+		if _, err := Driver.Open(testCtx(t, 10*time.Second), &TargetConfig{Client: cl, URL: b.URL()}); err == nil || !strings.Contains(err.Error(), "certificate") {
+			t.Errorf("open without trusting the broker's certificate: %v", err)
+		}
+	})
 }
 
 func TestProtocol31(t *testing.T) {
-	tg := mustOpen(t, &TargetConfig{URL: Embedded, ProtocolVersion: 3})
-	if !strings.Contains(tg.Describe(), "MQTT 3.1,") && !strings.HasSuffix(tg.Describe(), "MQTT 3.1)") {
-		t.Errorf("Describe() = %q", tg.Describe())
-	}
-	qos1Counts(t, tg, 200)
+	eachClient(t, func(t *testing.T, cl string) {
+		tg := mustOpen(t, &TargetConfig{Client: cl, URL: Embedded, ProtocolVersion: 3})
+		if !strings.Contains(tg.Describe(), "MQTT 3.1,") && !strings.HasSuffix(tg.Describe(), "MQTT 3.1)") {
+			t.Errorf("Describe() = %q", tg.Describe())
+		}
+		qos1Counts(t, tg, 200)
+	})
 }
 
 // TestReconnect restarts the broker under a fleet, a producer and a
 // consumer: the clients come back by themselves, the gauges say so, and the
 // consumer subscribes again.
 func TestReconnect(t *testing.T) {
-	b1, err := embedded.Start(embedded.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := b1.Addr()
-	tg := mustOpen(t, &TargetConfig{URL: "tcp://" + addr, ConnectTimeout: 5 * time.Second})
-	conns, err := tg.Connect(testCtx(t, 10*time.Second), drivers.ConnectSpec{Workload: "fleet"}, &ProduceOptions{Clients: 5})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conns.Close()
-	topic := unique("planrun/reconnect")
-	c := newConsumer(t, tg, topic, "g", "c", nil)
-	col := collect(t, c)
-	p := newProducer(t, tg, topic, 1, &ProduceOptions{Clients: 1})
-	eventually(t, 10*time.Second, "5 connected", func() bool { return conns.Gauges()["connected"] == 5 })
-
-	// Restart at once: paho backs off further after each failed attempt.
-	_ = b1.Close()
-	b2, err := embedded.Start(embedded.Options{Addr: addr})
-	if err != nil {
-		t.Fatalf("restart the broker on %s: %v", addr, err)
-	}
-	defer b2.Close()
-	eventually(t, 30*time.Second, "clients to reconnect", func() bool {
-		return conns.Gauges()["reconnects"] == 5 && conns.Gauges()["connected"] == 5 &&
-			c.(*Consumer).Gauges()["reconnects"] == 1 && c.(*Consumer).Gauges()["connected"] == 1 &&
-			p.(*Producer).Gauges()["reconnects"] == 1 && p.(*Producer).Gauges()["connected"] == 1
-	})
-	// The consumer subscribed again: a message published now arrives. The
-	// resubscription runs right after the reconnect, so retry until it lands.
-	deadline := time.Now().Add(10 * time.Second)
-	for i := 0; col.n.Load() == 0; i++ {
-		if time.Now().After(deadline) {
-			t.Fatal("no message after the broker restart")
-		}
-		if err := p.Send(testCtx(t, 5*time.Second), &drivers.Message{Topic: topic, Value: []byte(fmt.Sprint("after-", i))}); err != nil {
+	eachClient(t, func(t *testing.T, cl string) {
+		b1, err := embedded.Start(embedded.Options{})
+		if err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		addr := b1.Addr()
+		tg := mustOpen(t, &TargetConfig{Client: cl, URL: "tcp://" + addr, ConnectTimeout: 5 * time.Second})
+		conns, err := tg.Connect(testCtx(t, 10*time.Second), drivers.ConnectSpec{Workload: "fleet"}, &ProduceOptions{Clients: 5})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conns.Close()
+		topic := unique("planrun/reconnect")
+		c := newConsumer(t, tg, topic, "g", "c", nil)
+		col := collect(t, c)
+		p := newProducer(t, tg, topic, 1, &ProduceOptions{Clients: 1})
+		eventually(t, 10*time.Second, "5 connected", func() bool { return conns.Gauges()["connected"] == 5 })
+
+		// Restart at once: paho backs off further after each failed attempt.
+		_ = b1.Close()
+		b2, err := embedded.Start(embedded.Options{Addr: addr})
+		if err != nil {
+			t.Fatalf("restart the broker on %s: %v", addr, err)
+		}
+		defer b2.Close()
+		eventually(t, 30*time.Second, "clients to reconnect", func() bool {
+			return conns.Gauges()["reconnects"] == 5 && conns.Gauges()["connected"] == 5 &&
+				c.(*Consumer).Gauges()["reconnects"] == 1 && c.(*Consumer).Gauges()["connected"] == 1 &&
+				p.(*Producer).Gauges()["reconnects"] == 1 && p.(*Producer).Gauges()["connected"] == 1
+		})
+		// The consumer subscribed again: a message published now arrives. The
+		// resubscription runs right after the reconnect, so retry until it lands.
+		deadline := time.Now().Add(10 * time.Second)
+		for i := 0; col.n.Load() == 0; i++ {
+			if time.Now().After(deadline) {
+				t.Fatal("no message after the broker restart")
+			}
+			if err := p.Send(testCtx(t, 5*time.Second), &drivers.Message{Topic: topic, Value: []byte(fmt.Sprint("after-", i))}); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
 }

@@ -33,7 +33,8 @@ type TargetConfig struct {
 	Password        string         `yaml:"password" secret:"true" doc:"Password sent in CONNECT (needs username)."`
 	TLS             tlsconf.Config `yaml:"tls" doc:"TLS settings for ssl://, tls://, mqtts:// and wss:// URLs."`
 	SourceAddrs     []string       `yaml:"source_addrs" doc:"Local IP addresses to spread client connections over, round robin, to go past the ~64k ephemeral ports of one address (tcp and ssl URLs)."`
-	ProtocolVersion int            `yaml:"protocol_version" default:"4" doc:"MQTT protocol level: 3 (MQTT 3.1) or 4 (MQTT 3.1.1, default); 5 is not supported."`
+	Client          string         `yaml:"client" default:"paho" doc:"MQTT client library: paho (eclipse/paho.mqtt.golang, default) or lean (planrun's own client: one goroutine per connection, a few KB per idle connection, MQTT 5)."`
+	ProtocolVersion int            `yaml:"protocol_version" default:"4" doc:"MQTT protocol level: 3 (MQTT 3.1), 4 (MQTT 3.1.1, default) or 5 (MQTT 5, with client: lean only)."`
 	ConnectTimeout  time.Duration  `yaml:"connect_timeout" default:"30s" doc:"Longest one connection attempt (TCP, TLS and CONNACK) may take (default 30s)."`
 }
 
@@ -143,17 +144,33 @@ func (c *TargetConfig) Check() error {
 	if len(c.SourceAddrs) > 0 && ws {
 		return errors.New("mqtt: source_addrs works with tcp and ssl URLs, not websockets")
 	}
+	switch strings.ToLower(strings.TrimSpace(c.Client)) {
+	case "", clientPaho, clientLean:
+	default:
+		return fmt.Errorf("mqtt: client %q: use paho or lean", c.Client)
+	}
 	switch c.ProtocolVersion {
 	case 0, 3, 4:
 	case 5:
-		return errors.New("mqtt: protocol_version 5 is not supported: the client library (eclipse/paho.mqtt.golang) speaks MQTT 3.1 and 3.1.1 only; use 4")
+		if !c.lean() {
+			return errors.New("mqtt: protocol_version 5 needs client: lean; the default client (eclipse/paho.mqtt.golang) speaks MQTT 3.1 and 3.1.1 only")
+		}
 	default:
-		return fmt.Errorf("mqtt: protocol_version %d: use 3 (MQTT 3.1) or 4 (MQTT 3.1.1)", c.ProtocolVersion)
+		return fmt.Errorf("mqtt: protocol_version %d: use 3 (MQTT 3.1), 4 (MQTT 3.1.1) or 5 (MQTT 5, client: lean)", c.ProtocolVersion)
 	}
 	if c.ConnectTimeout < 0 {
 		return fmt.Errorf("mqtt: connect_timeout %s is negative", c.ConnectTimeout)
 	}
 	return nil
+}
+
+const (
+	clientPaho = "paho"
+	clientLean = "lean"
+)
+
+func (c *TargetConfig) lean() bool {
+	return strings.EqualFold(strings.TrimSpace(c.Client), clientLean)
 }
 
 func (c *TargetConfig) protocolVersion() uint {

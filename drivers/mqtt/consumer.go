@@ -110,7 +110,7 @@ func (t *Target) NewConsumer(ctx context.Context, spec drivers.ConsumerSpec, o *
 				c.connected.Add(-1)
 			}
 		}
-		s.client = paho.NewClient(&opt)
+		s.client = t.newClient(&opt)
 		c.subs = append(c.subs, s)
 	}
 

@@ -210,7 +210,7 @@ func (f *fleet) run(base *paho.ClientOptions, ids, topics expander) {
 		// Reconnects keep to connect_rate too, so a broker restart does not
 		// meet the whole fleet at once.
 		o.OnReconnecting = func(paho.Client, *paho.ClientOptions) { _ = f.lim.wait(f.ctx) }
-		m.client = paho.NewClient(&o)
+		m.client = f.t.newClient(&o)
 		f.attempt(i)
 		if i == 0 {
 			select {

@@ -32,7 +32,7 @@ import (
 
 func init() {
 	drivers.Register("mqtt", Driver,
-		"MQTT 3.1/3.1.1 brokers (mosquitto, EMQX, ActiveMQ...) through eclipse/paho.mqtt.golang, with client fleets; url: embedded starts mochi-mqtt in process")
+		"MQTT 3.1/3.1.1/5 brokers (mosquitto, EMQX, ActiveMQ...) through eclipse/paho.mqtt.golang or a lean client of its own, with client fleets; url: embedded starts mochi-mqtt in process")
 }
 
 // Driver opens MQTT targets.
@@ -122,10 +122,16 @@ func (t *Target) Describe() string {
 	if t.broker != nil {
 		extra = append(extra, "embedded mochi-mqtt "+embedded.Version)
 	}
-	if t.cfg.protocolVersion() == 3 {
+	switch t.cfg.protocolVersion() {
+	case 3:
 		extra = append(extra, "MQTT 3.1")
-	} else {
+	case 5:
+		extra = append(extra, "MQTT 5")
+	default:
 		extra = append(extra, "MQTT 3.1.1")
+	}
+	if t.cfg.lean() {
+		extra = append(extra, "lean client")
 	}
 	if t.tls != nil {
 		extra = append(extra, "tls")
@@ -232,7 +238,7 @@ func (t *Target) probe(ctx context.Context) error {
 	o.SetClientID("planrun-probe-" + randomHex(6))
 	o.SetAutoReconnect(false)
 	o.SetCustomOpenConnectionFn(t.dial(0))
-	c := paho.NewClient(o)
+	c := t.newClient(o)
 	tok := c.Connect()
 	select {
 	case <-tok.Done():

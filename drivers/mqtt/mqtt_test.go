@@ -30,8 +30,18 @@ func mustOpen(t testing.TB, cfg *TargetConfig) *Target {
 	return tg
 }
 
-func openEmbedded(t testing.TB) *Target {
-	return mustOpen(t, &TargetConfig{URL: Embedded})
+func openEmbedded(t testing.TB, client string) *Target {
+	return mustOpen(t, &TargetConfig{URL: Embedded, Client: client})
+}
+
+// clients are the MQTT clients every driver test runs with.
+var clients = []string{clientPaho, clientLean}
+
+// eachClient runs test once per client, as a subtest named after it.
+func eachClient(t *testing.T, test func(t *testing.T, client string)) {
+	for _, cl := range clients {
+		t.Run(cl, func(t *testing.T) { test(t, cl) })
+	}
 }
 
 // realBroker returns the URL in env, skipping the test when it is unset,
@@ -205,117 +215,131 @@ func qos1Counts(t *testing.T, tg *Target, n int) {
 }
 
 func TestQoS1Embedded(t *testing.T) {
-	tg := openEmbedded(t)
-	qos1Counts(t, tg, 5000)
-	if d := tg.Broker().Stats().Dropped; d != 0 {
-		t.Errorf("embedded broker dropped %d messages", d)
-	}
+	eachClient(t, func(t *testing.T, cl string) {
+		tg := openEmbedded(t, cl)
+		qos1Counts(t, tg, 5000)
+		if d := tg.Broker().Stats().Dropped; d != 0 {
+			t.Errorf("embedded broker dropped %d messages", d)
+		}
+	})
 }
 
 func TestQoS1Mosquitto(t *testing.T) {
-	qos1Counts(t, mustOpen(t, &TargetConfig{URL: realBroker(t, "PLANRUN_TEST_MOSQUITTO")}), 5000)
+	eachClient(t, func(t *testing.T, cl string) {
+		qos1Counts(t, mustOpen(t, &TargetConfig{Client: cl, URL: realBroker(t, "PLANRUN_TEST_MOSQUITTO")}), 5000)
+	})
 }
 
 func TestQoS1ActiveMQ(t *testing.T) {
-	qos1Counts(t, mustOpen(t, &TargetConfig{URL: realBroker(t, "PLANRUN_TEST_ACTIVEMQ")}), 2000)
+	eachClient(t, func(t *testing.T, cl string) {
+		qos1Counts(t, mustOpen(t, &TargetConfig{Client: cl, URL: realBroker(t, "PLANRUN_TEST_ACTIVEMQ")}), 2000)
+	})
 }
 
 func TestQoS0And2(t *testing.T) {
-	tg := openEmbedded(t)
-	for _, q := range []int{0, 2} {
-		t.Run(fmt.Sprintf("qos%d", q), func(t *testing.T) {
-			topic := unique("planrun/qos")
-			col := collect(t, newConsumer(t, tg, topic, "g", "c", &ConsumeOptions{QoS: intp(q)}))
-			p := newProducer(t, tg, topic, 4, &ProduceOptions{QoS: intp(q)})
-			send(t, p, topic, "m", 500, 4)
-			col.wait(t, 500, 20*time.Second)
-			checkAll(t, col, "m", 500)
-		})
-	}
+	eachClient(t, func(t *testing.T, cl string) {
+		tg := openEmbedded(t, cl)
+		for _, q := range []int{0, 2} {
+			t.Run(fmt.Sprintf("qos%d", q), func(t *testing.T) {
+				topic := unique("planrun/qos")
+				col := collect(t, newConsumer(t, tg, topic, "g", "c", &ConsumeOptions{QoS: intp(q)}))
+				p := newProducer(t, tg, topic, 4, &ProduceOptions{QoS: intp(q)})
+				send(t, p, topic, "m", 500, 4)
+				col.wait(t, 500, 20*time.Second)
+				checkAll(t, col, "m", 500)
+			})
+		}
+	})
 }
 
 func TestConnectRate(t *testing.T) {
-	tg := openEmbedded(t)
-	const clients, rate = 2000, 2500.0
-	start := time.Now()
-	conns, err := tg.Connect(testCtx(t, 20*time.Second), drivers.ConnectSpec{Workload: "fleet"},
-		&ProduceOptions{Clients: clients, ConnectRate: rate, KeepAlive: 30 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conns.Close()
-	eventually(t, 40*time.Second, "2000 connected clients", func() bool { return conns.Gauges()["connected"] == clients })
-	took := time.Since(start)
-	// Client k connects no sooner than k/rate after client 0.
-	if least := time.Duration(float64(clients-1) / rate * float64(time.Second)); took < least {
-		t.Errorf("%d clients at %g/s connected in %s, faster than the rate allows (%s)", clients, rate, took, least)
-	}
-	g := conns.Gauges()
-	t.Logf("connected %d clients in %s (%.0f/s); gauges %v", clients, took, clients/took.Seconds(), g)
-	if g["connect_failures"] != 0 || g["reconnects"] != 0 || g["connect_latency_ms"] <= 0 {
-		t.Errorf("gauges %v", g)
-	}
-	if n := tg.Broker().Stats().ClientsConnected; n < clients {
-		t.Errorf("broker sees %d clients", n)
-	}
-	if err := conns.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if c := conns.Gauges()["connected"]; c != 0 {
-		t.Errorf("connected = %g after close", c)
-	}
-	eventually(t, 10*time.Second, "broker to see the clients go", func() bool { return tg.Broker().Stats().ClientsConnected == 0 })
+	eachClient(t, func(t *testing.T, cl string) {
+		tg := openEmbedded(t, cl)
+		const clients, rate = 2000, 2500.0
+		start := time.Now()
+		conns, err := tg.Connect(testCtx(t, 20*time.Second), drivers.ConnectSpec{Workload: "fleet"},
+			&ProduceOptions{Clients: clients, ConnectRate: rate, KeepAlive: 30 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conns.Close()
+		eventually(t, 40*time.Second, "2000 connected clients", func() bool { return conns.Gauges()["connected"] == clients })
+		took := time.Since(start)
+		// Client k connects no sooner than k/rate after client 0.
+		if least := time.Duration(float64(clients-1) / rate * float64(time.Second)); took < least {
+			t.Errorf("%d clients at %g/s connected in %s, faster than the rate allows (%s)", clients, rate, took, least)
+		}
+		g := conns.Gauges()
+		t.Logf("connected %d clients in %s (%.0f/s); gauges %v", clients, took, clients/took.Seconds(), g)
+		if g["connect_failures"] != 0 || g["reconnects"] != 0 || g["connect_latency_ms"] <= 0 {
+			t.Errorf("gauges %v", g)
+		}
+		if n := tg.Broker().Stats().ClientsConnected; n < clients {
+			t.Errorf("broker sees %d clients", n)
+		}
+		if err := conns.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if c := conns.Gauges()["connected"]; c != 0 {
+			t.Errorf("connected = %g after close", c)
+		}
+		eventually(t, 10*time.Second, "broker to see the clients go", func() bool { return tg.Broker().Stats().ClientsConnected == 0 })
+	})
 }
 
 func TestTopicTemplateAndWildcard(t *testing.T) {
-	tg := openEmbedded(t)
-	base := unique("devices")
-	col := collect(t, newConsumer(t, tg, base+"/+/data", "g", "c", nil))
-	all := collect(t, newConsumer(t, tg, base+"/#", "g", "c2", nil))
-	topic := base + "/{client}/data"
-	p := newProducer(t, tg, topic, 2, &ProduceOptions{Clients: 5, ConnectRate: 1000})
-	if s := p.(drivers.Sourcer).Sources(); s != 5 {
-		t.Fatalf("Sources() = %d, want 5", s)
-	}
-	send(t, p, topic, "m", 50, 2)
-	col.wait(t, 50, 20*time.Second)
-	all.wait(t, 50, 20*time.Second)
-	col.mu.Lock()
-	defer col.mu.Unlock()
-	for i := range 5 {
-		if got := col.topics[fmt.Sprintf("%s/%d/data", base, i)]; got != 10 {
-			t.Errorf("topic %s/%d/data got %d messages, want 10 (topics %v)", base, i, got, col.topics)
+	eachClient(t, func(t *testing.T, cl string) {
+		tg := openEmbedded(t, cl)
+		base := unique("devices")
+		col := collect(t, newConsumer(t, tg, base+"/+/data", "g", "c", nil))
+		all := collect(t, newConsumer(t, tg, base+"/#", "g", "c2", nil))
+		topic := base + "/{client}/data"
+		p := newProducer(t, tg, topic, 2, &ProduceOptions{Clients: 5, ConnectRate: 1000})
+		if s := p.(drivers.Sourcer).Sources(); s != 5 {
+			t.Fatalf("Sources() = %d, want 5", s)
 		}
-	}
+		send(t, p, topic, "m", 50, 2)
+		col.wait(t, 50, 20*time.Second)
+		all.wait(t, 50, 20*time.Second)
+		col.mu.Lock()
+		defer col.mu.Unlock()
+		for i := range 5 {
+			if got := col.topics[fmt.Sprintf("%s/%d/data", base, i)]; got != 10 {
+				t.Errorf("topic %s/%d/data got %d messages, want 10 (topics %v)", base, i, got, col.topics)
+			}
+		}
+	})
 }
 
 func TestSharedSubscription(t *testing.T) {
-	tg := openEmbedded(t)
-	topic := unique("planrun/shared")
-	a := collect(t, newConsumer(t, tg, topic, "grp", "a", &ConsumeOptions{Shared: true}))
-	b := collect(t, newConsumer(t, tg, topic, "grp", "b", &ConsumeOptions{Shared: true}))
-	// A literal $share filter passes through unchanged.
-	lit := collect(t, newConsumer(t, tg, "$share/other/"+topic, "ignored", "c", nil))
-	p := newProducer(t, tg, topic, 4, nil)
-	const n = 400
-	send(t, p, topic, "m", n, 4)
-	eventually(t, 20*time.Second, "shared group to receive all", func() bool { return a.n.Load()+b.n.Load() >= n })
-	lit.wait(t, n, 20*time.Second)
-	if a.n.Load() == 0 || b.n.Load() == 0 {
-		t.Errorf("shared subscription did not spread: a=%d b=%d", a.n.Load(), b.n.Load())
-	}
-	a.mu.Lock()
-	b.mu.Lock()
-	for v := range a.values {
-		if b.values[v] > 0 {
-			t.Errorf("%s went to both members of the group", v)
+	eachClient(t, func(t *testing.T, cl string) {
+		tg := openEmbedded(t, cl)
+		topic := unique("planrun/shared")
+		a := collect(t, newConsumer(t, tg, topic, "grp", "a", &ConsumeOptions{Shared: true}))
+		b := collect(t, newConsumer(t, tg, topic, "grp", "b", &ConsumeOptions{Shared: true}))
+		// A literal $share filter passes through unchanged.
+		lit := collect(t, newConsumer(t, tg, "$share/other/"+topic, "ignored", "c", nil))
+		p := newProducer(t, tg, topic, 4, nil)
+		const n = 400
+		send(t, p, topic, "m", n, 4)
+		eventually(t, 20*time.Second, "shared group to receive all", func() bool { return a.n.Load()+b.n.Load() >= n })
+		lit.wait(t, n, 20*time.Second)
+		if a.n.Load() == 0 || b.n.Load() == 0 {
+			t.Errorf("shared subscription did not spread: a=%d b=%d", a.n.Load(), b.n.Load())
 		}
-	}
-	b.mu.Unlock()
-	a.mu.Unlock()
-	if got := a.n.Load() + b.n.Load(); got != n {
-		t.Errorf("group received %d, want %d", got, n)
-	}
+		a.mu.Lock()
+		b.mu.Lock()
+		for v := range a.values {
+			if b.values[v] > 0 {
+				t.Errorf("%s went to both members of the group", v)
+			}
+		}
+		b.mu.Unlock()
+		a.mu.Unlock()
+		if got := a.n.Load() + b.n.Load(); got != n {
+			t.Errorf("group received %d, want %d", got, n)
+		}
+	})
 }
 
 // persistentSession checks that a consumer with clean_session false gets,
@@ -356,100 +380,114 @@ func persistentSession(t *testing.T, tg *Target) {
 	_ = newConsumer(t, tg, topic, "g", "x2", cleanup).Close()
 }
 
-func TestPersistentSessionEmbedded(t *testing.T) { persistentSession(t, openEmbedded(t)) }
+func TestPersistentSessionEmbedded(t *testing.T) {
+	eachClient(t, func(t *testing.T, cl string) { persistentSession(t, openEmbedded(t, cl)) })
+}
 
 func TestPersistentSessionMosquitto(t *testing.T) {
-	persistentSession(t, mustOpen(t, &TargetConfig{URL: realBroker(t, "PLANRUN_TEST_MOSQUITTO")}))
+	eachClient(t, func(t *testing.T, cl string) {
+		persistentSession(t, mustOpen(t, &TargetConfig{Client: cl, URL: realBroker(t, "PLANRUN_TEST_MOSQUITTO")}))
+	})
 }
 
 func TestPersistentSessionActiveMQ(t *testing.T) {
-	persistentSession(t, mustOpen(t, &TargetConfig{URL: realBroker(t, "PLANRUN_TEST_ACTIVEMQ")}))
+	eachClient(t, func(t *testing.T, cl string) {
+		persistentSession(t, mustOpen(t, &TargetConfig{Client: cl, URL: realBroker(t, "PLANRUN_TEST_ACTIVEMQ")}))
+	})
 }
 
 // TestBlockingHandler checks that a handler that blocks (a relay pushing
 // back) does not stop the client from reading: messages keep arriving and
 // queue up, and all are handled once it unblocks.
 func TestBlockingHandler(t *testing.T) {
-	tg := openEmbedded(t)
-	topic := unique("planrun/block")
-	c := newConsumer(t, tg, topic, "g", "c", nil)
-	release := make(chan struct{})
-	var handled atomic.Int64
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- c.Run(ctx, func(*drivers.Message) {
-			<-release
-			handled.Add(1)
-		})
-	}()
-	p := newProducer(t, tg, topic, 4, nil)
-	const n = 300
-	send(t, p, topic, "m", n, 4)
-	g := c.(drivers.Gauger)
-	eventually(t, 20*time.Second, "messages to queue behind the blocked handler", func() bool { return g.Gauges()["queued"] >= n-1 })
-	close(release)
-	eventually(t, 20*time.Second, "all handled", func() bool { return handled.Load() == n })
-	if r := g.Gauges()["reconnects"]; r != 0 {
-		t.Errorf("reconnects = %g", r)
-	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	_ = c.Close()
+	eachClient(t, func(t *testing.T, cl string) {
+		tg := openEmbedded(t, cl)
+		topic := unique("planrun/block")
+		c := newConsumer(t, tg, topic, "g", "c", nil)
+		release := make(chan struct{})
+		var handled atomic.Int64
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() {
+			done <- c.Run(ctx, func(*drivers.Message) {
+				<-release
+				handled.Add(1)
+			})
+		}()
+		p := newProducer(t, tg, topic, 4, nil)
+		const n = 300
+		send(t, p, topic, "m", n, 4)
+		g := c.(drivers.Gauger)
+		eventually(t, 20*time.Second, "messages to queue behind the blocked handler", func() bool { return g.Gauges()["queued"] >= n-1 })
+		close(release)
+		eventually(t, 20*time.Second, "all handled", func() bool { return handled.Load() == n })
+		if r := g.Gauges()["reconnects"]; r != 0 {
+			t.Errorf("reconnects = %g", r)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		_ = c.Close()
+	})
 }
 
 // TestSendWaitsForConnection: with a slow connect_rate, a send on a client
 // that is not connected yet waits for it instead of failing.
 func TestSendWaitsForConnection(t *testing.T) {
-	tg := openEmbedded(t)
-	topic := unique("planrun/wait")
-	col := collect(t, newConsumer(t, tg, topic, "g", "c", nil))
-	start := time.Now()
-	p := newProducer(t, tg, topic, 1, &ProduceOptions{Clients: 10, ConnectRate: 50})
-	if err := p.Send(testCtx(t, 10*time.Second), &drivers.Message{Topic: topic, Value: []byte("last"), Source: 9}); err != nil {
-		t.Fatal(err)
-	}
-	if took := time.Since(start); took < 9*20*time.Millisecond {
-		t.Errorf("send on client 9 returned %s after the producer started; client 9 cannot connect before 180ms", took)
-	}
-	col.wait(t, 1, 10*time.Second)
-	// A send bounded by a short timeout fails cleanly.
-	p2 := newProducer(t, tg, topic, 1, &ProduceOptions{Clients: 3, ConnectRate: 0.5, SendTimeout: 50 * time.Millisecond})
-	err := p2.Send(testCtx(t, 10*time.Second), &drivers.Message{Topic: topic, Value: []byte("x"), Source: 2})
-	if err == nil || !strings.Contains(err.Error(), "not connected") {
-		t.Errorf("send on a client that cannot be connected yet: %v", err)
-	}
+	eachClient(t, func(t *testing.T, cl string) {
+		tg := openEmbedded(t, cl)
+		topic := unique("planrun/wait")
+		col := collect(t, newConsumer(t, tg, topic, "g", "c", nil))
+		start := time.Now()
+		p := newProducer(t, tg, topic, 1, &ProduceOptions{Clients: 10, ConnectRate: 50})
+		if err := p.Send(testCtx(t, 10*time.Second), &drivers.Message{Topic: topic, Value: []byte("last"), Source: 9}); err != nil {
+			t.Fatal(err)
+		}
+		if took := time.Since(start); took < 9*20*time.Millisecond {
+			t.Errorf("send on client 9 returned %s after the producer started; client 9 cannot connect before 180ms", took)
+		}
+		col.wait(t, 1, 10*time.Second)
+		// A send bounded by a short timeout fails cleanly.
+		p2 := newProducer(t, tg, topic, 1, &ProduceOptions{Clients: 3, ConnectRate: 0.5, SendTimeout: 50 * time.Millisecond})
+		err := p2.Send(testCtx(t, 10*time.Second), &drivers.Message{Topic: topic, Value: []byte("x"), Source: 2})
+		if err == nil || !strings.Contains(err.Error(), "not connected") {
+			t.Errorf("send on a client that cannot be connected yet: %v", err)
+		}
+	})
 }
 
 func TestCredentials(t *testing.T) {
-	const pass = "s3cret-pass"
-	cfg := &TargetConfig{URL: Embedded, Username: "alice", Password: pass}
-	tg := mustOpen(t, cfg)
-	if d := tg.Describe(); !strings.Contains(d, "embedded mochi-mqtt") || strings.Contains(d, pass) {
-		t.Errorf("Describe() = %q", d)
-	}
-	qos1Counts(t, tg, 100)
+	eachClient(t, func(t *testing.T, cl string) {
+		const pass = "s3cret-pass"
+		cfg := &TargetConfig{Client: cl, URL: Embedded, Username: "alice", Password: pass}
+		tg := mustOpen(t, cfg)
+		if d := tg.Describe(); !strings.Contains(d, "embedded mochi-mqtt") || strings.Contains(d, pass) {
+			t.Errorf("Describe() = %q", d)
+		}
+		qos1Counts(t, tg, 100)
 
-	// The same broker refuses a wrong password, and the error says so
-	// without echoing it.
-	bad := &TargetConfig{URL: tg.server.String(), Username: "alice", Password: "wrong-pass"}
-	_, err := Driver.Open(testCtx(t, 10*time.Second), bad)
-	if err == nil || !strings.Contains(err.Error(), "password") || strings.Contains(err.Error(), "wrong-pass") {
-		t.Fatalf("open with a wrong password: %v", err)
-	}
+		// The same broker refuses a wrong password, and the error says so
+		// without echoing it.
+		bad := &TargetConfig{Client: cl, URL: tg.server.String(), Username: "alice", Password: "wrong-pass"}
+		_, err := Driver.Open(testCtx(t, 10*time.Second), bad)
+		if err == nil || !strings.Contains(err.Error(), "password") || strings.Contains(err.Error(), "wrong-pass") {
+			t.Fatalf("open with a wrong password: %v", err)
+		}
+	})
 }
 
 func TestConsumerIDClash(t *testing.T) {
-	tg := openEmbedded(t)
-	o := &ConsumeOptions{ClientID: "fixed-{client}"}
-	c := newConsumer(t, tg, "a/b", "g", "i0", o)
-	defer c.Close()
-	_, err := tg.NewConsumer(testCtx(t, 5*time.Second), drivers.ConsumerSpec{Workload: "sub", Topic: "a/b", Group: "g", Instance: "i1"}, o)
-	if err == nil || !strings.Contains(err.Error(), "already used") {
-		t.Fatalf("second consumer with the same client id: %v", err)
-	}
+	eachClient(t, func(t *testing.T, cl string) {
+		tg := openEmbedded(t, cl)
+		o := &ConsumeOptions{ClientID: "fixed-{client}"}
+		c := newConsumer(t, tg, "a/b", "g", "i0", o)
+		defer c.Close()
+		_, err := tg.NewConsumer(testCtx(t, 5*time.Second), drivers.ConsumerSpec{Workload: "sub", Topic: "a/b", Group: "g", Instance: "i1"}, o)
+		if err == nil || !strings.Contains(err.Error(), "already used") {
+			t.Fatalf("second consumer with the same client id: %v", err)
+		}
+	})
 }
 
 func TestCheckConfig(t *testing.T) {
@@ -462,7 +500,7 @@ func TestCheckConfig(t *testing.T) {
 		{&TargetConfig{URL: "tcp://host"}, "no port"},
 		{&TargetConfig{URL: "http://host:1"}, "not supported"},
 		{&TargetConfig{URL: "tcp://u:p@host:1"}, "credentials"},
-		{&TargetConfig{URL: "tcp://host:1", ProtocolVersion: 5}, "protocol_version 5 is not supported"},
+		{&TargetConfig{URL: "tcp://host:1", ProtocolVersion: 5}, "protocol_version 5 needs client: lean"},
 		{&TargetConfig{URL: "tcp://host:1", ProtocolVersion: 6}, "use 3"},
 		{&TargetConfig{URL: "tcp://host:1", Password: "x"}, "username is empty"},
 		{&TargetConfig{URL: "tcp://host:1", TLS: tlsconf.Config{InsecureSkipVerify: true}}, "not ssl"},
@@ -498,23 +536,25 @@ func TestCheckConfig(t *testing.T) {
 }
 
 func TestSourceAddrs(t *testing.T) {
-	tg := mustOpen(t, &TargetConfig{URL: Embedded, SourceAddrs: []string{"127.0.0.1", "127.0.0.2"}})
-	if !strings.Contains(tg.Describe(), "2 source addresses") {
-		t.Errorf("Describe() = %q", tg.Describe())
-	}
-	topic := unique("planrun/src")
-	col := collect(t, newConsumer(t, tg, topic, "g", "c", nil))
-	p := newProducer(t, tg, topic, 4, &ProduceOptions{Clients: 4, ClientID: "src-{client}"})
-	send(t, p, topic, "m", 40, 4)
-	col.wait(t, 40, 10*time.Second)
-	// Clients alternate between the two source addresses.
-	remotes := tg.Broker().RemoteAddrs()
-	for i := range 4 {
-		want := []string{"127.0.0.1:", "127.0.0.2:"}[i%2]
-		if r := remotes[fmt.Sprintf("src-%d", i)]; !strings.HasPrefix(r, want) {
-			t.Errorf("client %d connected from %q, want %s*", i, r, want)
+	eachClient(t, func(t *testing.T, cl string) {
+		tg := mustOpen(t, &TargetConfig{Client: cl, URL: Embedded, SourceAddrs: []string{"127.0.0.1", "127.0.0.2"}})
+		if !strings.Contains(tg.Describe(), "2 source addresses") {
+			t.Errorf("Describe() = %q", tg.Describe())
 		}
-	}
+		topic := unique("planrun/src")
+		col := collect(t, newConsumer(t, tg, topic, "g", "c", nil))
+		p := newProducer(t, tg, topic, 4, &ProduceOptions{Clients: 4, ClientID: "src-{client}"})
+		send(t, p, topic, "m", 40, 4)
+		col.wait(t, 40, 10*time.Second)
+		// Clients alternate between the two source addresses.
+		remotes := tg.Broker().RemoteAddrs()
+		for i := range 4 {
+			want := []string{"127.0.0.1:", "127.0.0.2:"}[i%2]
+			if r := remotes[fmt.Sprintf("src-%d", i)]; !strings.HasPrefix(r, want) {
+				t.Errorf("client %d connected from %q, want %s*", i, r, want)
+			}
+		}
+	})
 }
 
 func TestRegistered(t *testing.T) {
