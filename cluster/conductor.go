@@ -345,7 +345,14 @@ func (rr *remoteRun) apply(w *remote, f *Figures) {
 	if rr.c.OnFigures != nil {
 		rr.c.OnFigures(w.index, f)
 	}
-	rr.shared.Acct.Add(f.Acct)
+	if err := rr.shared.Acct.Apply(f.Acct); err != nil {
+		rr.shared.Warn(fmt.Sprintf("%s: %v", w, err))
+	}
+	if len(f.Acct.Seen) > 0 {
+		for _, px := range rr.proxies {
+			px.countCrossDuplicates()
+		}
+	}
 	for name, sf := range f.Workloads {
 		if px := rr.proxies[name]; px != nil {
 			px.apply(w, f.Now, sf)
@@ -439,8 +446,10 @@ type proxy struct {
 	stopAt  int64
 	relays  bool
 	target  drivers.Target
-	topic   string
-	group   string
+	group   *workloads.Group
+	// crossDups are the duplicates the merged accounting found across
+	// workers (each worker counts its own).
+	crossDups int64
 
 	mu       sync.Mutex
 	running  map[int]bool
@@ -453,11 +462,11 @@ func newProxy(rr *remoteRun, def *plan.WorkloadDef, ws []int, targets func(strin
 	p := &proxy{rr: rr, name: def.Name, rec: metrics.NewRecorder(def.Name, def.Kind.Name, def.Kind.Role), workers: ws,
 		stopAt: workloads.StopCount(def.Section), relays: def.Kind.Role.Relays(),
 		running: map[int]bool{}, seen: map[int]int64{}, gauges: map[int]map[string]float64{}}
-	if tgt, topic, group, ok := workloads.Receives(def.Section, def.Name, def.Target); ok {
-		p.target, p.topic, p.group = targets(tgt), topic, group
+	if g, ok := workloads.ReceiveGroup(rr.shared.Acct, def.Section, def.Name, def.Target, targets); ok {
 		acct := rr.shared.Acct
-		p.rec.SetBacklog(func() metrics.Backlog { return acct.Backlog(tgt, topic, group) })
-		p.rec.SetLost(func() int64 { return acct.Backlog(tgt, topic, group).Messages })
+		p.group, p.target = g, targets(g.Key().Target)
+		p.rec.SetBacklog(func() metrics.Backlog { return acct.Backlog(g) })
+		p.rec.SetLost(func() int64 { return acct.Backlog(g).Messages })
 	}
 	p.rec.SetGauges(p.sumGauges)
 	return p
@@ -590,6 +599,22 @@ func (p *proxy) apply(w *remote, now int64, sf ShardFigures) {
 	}
 }
 
+// countCrossDuplicates adds the duplicates the merged accounting found
+// since the last call: messages two workers' shards of one group received.
+func (p *proxy) countCrossDuplicates() {
+	if p.group == nil {
+		return
+	}
+	d := p.rr.shared.Acct.Stats(p.group.Key()).Duplicates
+	p.mu.Lock()
+	n := d - p.crossDups
+	p.crossDups = max(p.crossDups, d)
+	p.mu.Unlock()
+	if n > 0 {
+		p.rec.AddDuplicates(n)
+	}
+}
+
 // Poll reads the group's lag from the broker, as a single process does.
 func (p *proxy) Poll(ctx context.Context) {
 	if p.target == nil {
@@ -603,7 +628,7 @@ func (p *proxy) Poll(ctx context.Context) {
 	defer t.Stop()
 	for {
 		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		if n, err := lr.Lag(qctx, p.topic, p.group); err == nil {
+		if n, err := lr.Lag(qctx, p.group.Key().Subscription, p.group.Key().Group); err == nil {
 			p.rec.SetLag(n)
 		}
 		cancel()

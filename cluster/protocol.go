@@ -80,8 +80,11 @@ type StopArgs struct {
 type Figures struct {
 	Now       int64 // unix nanos on the worker's clock when taken
 	Workloads map[string]ShardFigures
-	Acct      workloads.AcctTotals
-	Warnings  []string
+	// Acct is what the worker's accounting learnt: which messages were
+	// acknowledged and received, by identity, so that a message acked on
+	// one worker and received on another is accounted once.
+	Acct     workloads.AccountingDelta
+	Warnings []string
 	// Failure is set when a shard hit an error that ends the run.
 	Failure string
 	// Errors are what the call that returned these figures could not do

@@ -110,11 +110,10 @@ type session struct {
 
 // shardRun is one run's shards on this worker.
 type shardRun struct {
-	targets  map[string]drivers.Target
-	shards   map[string]*shard
-	order    []string
-	shared   *workloads.Shared
-	acctPrev workloads.AcctTotals
+	targets map[string]drivers.Target
+	shards  map[string]*shard
+	order   []string
+	shared  *workloads.Shared
 
 	fmu      sync.Mutex // one Figures at a time: deltas must not interleave
 	mu       sync.Mutex
@@ -198,6 +197,7 @@ func (s *session) Open(a *OpenArgs, _ *Empty) error {
 			run.warnings = append(run.warnings, s.redact(msg))
 			run.mu.Unlock()
 		}}
+	run.shared.Acct.TrackDeltas()
 	s.run = run
 	need := map[string]bool{}
 	defs := map[string]*plan.WorkloadDef{}
@@ -392,9 +392,11 @@ func (run *shardRun) figures() Figures {
 		}
 		f.Workloads[name] = ShardFigures{Running: running, Delta: d, Gauges: rec.GaugeValues()}
 	}
-	tot := run.shared.Acct.Totals()
-	f.Acct = tot.Sub(run.acctPrev)
-	run.acctPrev = tot
+	acct, err := run.shared.Acct.Delta()
+	if err != nil {
+		run.shared.Warn(err.Error())
+	}
+	f.Acct = acct
 	run.mu.Lock()
 	f.Warnings, run.warnings = run.warnings, nil
 	f.Failure = run.failure

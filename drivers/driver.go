@@ -157,6 +157,22 @@ type Sourcer interface {
 	Sources() int
 }
 
+// TopicResolver is a Producer that sends a message to a topic other than
+// Message.Topic as written (a template expanded per client): ResolveTopic
+// says which, so what was acknowledged is accounted where it went.
+type TopicResolver interface {
+	ResolveTopic(m *Message) string
+}
+
+// SubscriptionMatcher is a Target whose subscriptions cover more than the
+// topic they name (MQTT + and # wildcards, $share/ groups, templates
+// expanded per client): Matcher returns whether a concrete topic a producer
+// sent to reaches a consumer of spec. Without it a subscription covers the
+// topic of its name only.
+type SubscriptionMatcher interface {
+	Matcher(spec ConsumerSpec) func(topic string) bool
+}
+
 // ConnectCapable is a Driver whose targets are Connectors, so the plan
 // loader can accept `connect:` workloads for it before anything is opened.
 type ConnectCapable interface {

@@ -115,6 +115,10 @@ func (r *Recorder) Received(bytes int, e2e time.Duration, now time.Time) {
 // Duplicate and Reordered count what the sequence tracker found.
 func (r *Recorder) Duplicate() { r.duplicates.Add(1) }
 
+// AddDuplicates counts n duplicates found elsewhere (a conductor merging
+// shards that received the same message on different workers).
+func (r *Recorder) AddDuplicates(n int64) { r.duplicates.Add(n) }
+
 // Reordered counts a message that arrived after a later one of its stream.
 func (r *Recorder) Reordered() { r.reordered.Add(1) }
 

@@ -26,9 +26,8 @@ type Relay struct {
 	fromOpts any
 	toOpts   any
 	src, dst drivers.Target
-	in       *topicAcct
-	group    *groupAcct
-	out      *topicAcct
+	group    *Group
+	dstName  string
 	queued   atomic.Int64
 	relayed  atomic.Int64
 	warned   atomic.Bool
@@ -58,13 +57,12 @@ func NewRelay(name string, s RelaySection, src drivers.Target, srcName string, d
 	if spec.Mode == "" {
 		spec.Mode = "pool"
 	}
-	r := &Relay{name: name, spec: spec, from: from, to: to, fromOpts: fromOpts, toOpts: toOpts, src: src, dst: dst,
-		in: env.Acct.Topic(srcName, from.Topic), out: env.Acct.Topic(dstName, to.Topic)}
+	r := &Relay{name: name, spec: spec, from: from, to: to, fromOpts: fromOpts, toOpts: toOpts, src: src, dst: dst, dstName: dstName}
 	r.env = env
-	r.group = r.in.group(from.Group)
+	r.group = subscribe(env.Acct, src, srcName, drivers.ConsumerSpec{Workload: name, Topic: from.Topic, Group: from.Group, Options: fromOpts})
 	r.rec = metrics.NewRecorder(name, relayKind.Name, relayKind.Role)
-	r.rec.SetBacklog(func() metrics.Backlog { return r.in.backlog(r.group) })
-	r.rec.SetLost(func() int64 { return r.in.backlog(r.group).Messages })
+	r.rec.SetBacklog(func() metrics.Backlog { return env.Acct.Backlog(r.group) })
+	r.rec.SetLost(func() int64 { return env.Acct.Backlog(r.group).Messages })
 	r.rec.SetGauges(func() map[string]float64 { return map[string]float64{"queued": float64(r.queued.Load())} })
 	return r
 }
@@ -170,7 +168,9 @@ func (r *Relay) publish(ctx context.Context, dp drivers.Producer, it relayed, st
 	// A relay's send latency runs from when it received the message, so
 	// time spent waiting in the hand-off queue counts.
 	r.rec.Acked(len(m.Value), now.Sub(it.at), now)
-	r.out.ack(len(m.Value))
+	resolve, _ := dp.(drivers.TopicResolver)
+	h, ok := ParseHeader(m.Value)
+	r.env.Acct.Ack(r.dstName, concreteTopic(resolve, m), h, ok, len(m.Value))
 	if n := r.relayed.Add(1); r.spec.Count > 0 && n >= r.spec.Count {
 		stop()
 	}

@@ -2,7 +2,6 @@ package workloads
 
 import (
 	"github.com/planrun/planrun/drivers"
-	"github.com/planrun/planrun/metrics"
 )
 
 // Sharding a workload over worker processes: each of n shards gets a part
@@ -94,105 +93,21 @@ func StopCount(sec Section) int64 {
 	return 0
 }
 
-// Receives names the topic and group whose backlog a receiving workload
-// reports, with the target it reads from.
-func Receives(sec Section, workload, target string) (tgt, topic, group string, ok bool) {
+// ReceiveGroup is the accounting group a receiving workload (consume or
+// relay) counts into, as its own build makes it: a conductor merging the
+// shards' accounting reads backlog, loss and duplicates from it.
+func ReceiveGroup(a *Accounting, sec Section, workload, targetName string, targets func(string) drivers.Target) (*Group, bool) {
+	var spec drivers.ConsumerSpec
 	switch s := sec.(type) {
 	case *ConsumeSection:
-		g := s.Spec.Group
-		if g == "" {
-			g = workload
-		}
-		return target, s.Spec.Topic, g, true
+		spec = drivers.ConsumerSpec{Workload: workload, Topic: s.Spec.Topic, Group: s.Spec.Group, Options: s.Opts}
 	case *RelaySection:
-		g := s.From.Group
-		if g == "" {
-			g = workload
-		}
-		return target, s.From.Topic, g, true
+		spec = drivers.ConsumerSpec{Workload: workload, Topic: s.From.Topic, Group: s.From.Group, Options: s.FromOpts}
+	default:
+		return nil, false
 	}
-	return "", "", "", false
-}
-
-// AcctTotals are the accounting's counts of one process: what was acked
-// per topic and what each group received of it, distinct messages only.
-type AcctTotals struct {
-	Topics map[string]TopicTotals // key: target + "\x00" + topic
-}
-
-// TopicTotals are one topic's counts.
-type TopicTotals struct {
-	Acked, AckedBytes int64
-	Groups            map[string]GroupTotals
-}
-
-// GroupTotals are what one group received of a topic, distinct messages.
-type GroupTotals struct {
-	Distinct, DistinctBytes int64
-}
-
-// Totals reads the accounting's counts.
-func (a *Accounting) Totals() AcctTotals {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	out := AcctTotals{Topics: make(map[string]TopicTotals, len(a.topics))}
-	for k, t := range a.topics {
-		tt := TopicTotals{Acked: t.acked.Load(), AckedBytes: t.ackedBytes.Load(), Groups: map[string]GroupTotals{}}
-		t.mu.Lock()
-		for name, g := range t.groups {
-			tt.Groups[name] = GroupTotals{Distinct: g.distinct.Load(), DistinctBytes: g.distinctBytes.Load()}
-		}
-		t.mu.Unlock()
-		out.Topics[k] = tt
+	if spec.Group == "" {
+		spec.Group = workload
 	}
-	return out
-}
-
-// Sub returns what changed from prev to t.
-func (t AcctTotals) Sub(prev AcctTotals) AcctTotals {
-	out := AcctTotals{Topics: map[string]TopicTotals{}}
-	for k, tt := range t.Topics {
-		p := prev.Topics[k]
-		d := TopicTotals{Acked: tt.Acked - p.Acked, AckedBytes: tt.AckedBytes - p.AckedBytes, Groups: map[string]GroupTotals{}}
-		changed := d.Acked != 0 || d.AckedBytes != 0
-		for name, g := range tt.Groups {
-			pg := p.Groups[name]
-			dg := GroupTotals{Distinct: g.Distinct - pg.Distinct, DistinctBytes: g.DistinctBytes - pg.DistinctBytes}
-			if dg != (GroupTotals{}) {
-				d.Groups[name] = dg
-				changed = true
-			}
-		}
-		if changed {
-			out.Topics[k] = d
-		}
-	}
-	return out
-}
-
-// Add adds counts taken in another process (the delta of its Totals).
-func (a *Accounting) Add(d AcctTotals) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	for k, dt := range d.Topics {
-		t := a.topics[k]
-		if t == nil {
-			t = &topicAcct{groups: map[string]*groupAcct{}}
-			a.topics[k] = t
-		}
-		t.acked.Add(dt.Acked)
-		t.ackedBytes.Add(dt.AckedBytes)
-		for name, dg := range dt.Groups {
-			g := t.group(name)
-			g.distinct.Add(dg.Distinct)
-			g.distinctBytes.Add(dg.DistinctBytes)
-		}
-	}
-}
-
-// Backlog is what group has yet to receive of what was acked to
-// target/topic.
-func (a *Accounting) Backlog(target, topic, group string) metrics.Backlog {
-	t := a.Topic(target, topic)
-	return t.backlog(t.group(group))
+	return subscribe(a, targets(targetName), targetName, spec), true
 }

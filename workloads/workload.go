@@ -137,7 +137,7 @@ type Producer struct {
 	spec       ProduceSpec
 	opts       any
 	target     drivers.Target
-	topic      *topicAcct
+	targetName string
 	id         uint16
 	seqs       []*atomic.Uint64 // next sequence number per thread, kept across restarts
 	sent       atomic.Int64
@@ -183,8 +183,7 @@ func (p *Producer) spawnLocked(s *sending, i int) {
 // NewProducer prepares a produce workload; id must be unique in the run.
 func NewProducer(name string, spec ProduceSpec, opts any, target drivers.Target, targetName string, id uint16, env *Shared) *Producer {
 	spec.defaults()
-	p := &Producer{name: name, spec: spec, opts: opts, target: target, id: id,
-		topic: env.Acct.Topic(targetName, spec.Topic)}
+	p := &Producer{name: name, spec: spec, opts: opts, target: target, id: id, targetName: targetName}
 	p.env = env
 	p.rate = spec.Rate
 	p.rec = metrics.NewRecorder(name, produceKind.Name, produceKind.Role)
@@ -336,6 +335,7 @@ func (p *Producer) Set(key string, value any) error {
 func (p *Producer) loop(ctx, flight context.Context, dp drivers.Producer, pacer *Pacer, sources, thread int, seqs *atomic.Uint64) {
 	size := int(p.spec.Size)
 	stream := uint32(p.id)<<16 | uint32(thread&0xffff)
+	resolve, _ := dp.(drivers.TopicResolver)
 	for {
 		k, due, ok := pacer.Next(ctx)
 		if !ok {
@@ -344,8 +344,9 @@ func (p *Producer) loop(ctx, flight context.Context, dp drivers.Producer, pacer 
 		p.sent.Add(1)
 		seq := seqs.Add(1) - 1
 		m := &drivers.Message{Topic: p.spec.Topic, Value: make([]byte, size), Source: int(k % int64(sources))}
+		h := Header{Run: p.env.Run, Producer: stream, Seq: seq, SentAt: due.UnixNano()}
 		if size >= HeaderSize {
-			Header{Run: p.env.Run, Producer: stream, Seq: seq, SentAt: due.UnixNano()}.Put(m.Value)
+			h.Put(m.Value)
 		} else if size >= ShortHeaderSize {
 			PutShort(m.Value, seq, due, p.env.Start)
 		}
@@ -369,7 +370,7 @@ func (p *Producer) loop(ctx, flight context.Context, dp drivers.Producer, pacer 
 			continue
 		}
 		p.rec.Acked(size, now.Sub(due), now)
-		p.topic.ack(size)
+		p.env.Acct.Ack(p.targetName, concreteTopic(resolve, m), h, size >= HeaderSize, size)
 	}
 }
 
@@ -380,8 +381,7 @@ type Consumer struct {
 	spec       ConsumeSpec
 	opts       any
 	target     drivers.Target
-	topic      *topicAcct
-	group      *groupAcct
+	group      *Group
 	groupName  string
 	received   atomic.Int64
 	startCount int
@@ -398,13 +398,12 @@ func NewConsumer(name string, spec ConsumeSpec, opts any, target drivers.Target,
 	if spec.LagInterval == 0 {
 		spec.LagInterval = time.Second
 	}
-	c := &Consumer{name: name, spec: spec, opts: opts, target: target, groupName: spec.Group,
-		topic: env.Acct.Topic(targetName, spec.Topic)}
+	c := &Consumer{name: name, spec: spec, opts: opts, target: target, groupName: spec.Group}
 	c.env = env
-	c.group = c.topic.group(spec.Group)
+	c.group = subscribe(env.Acct, target, targetName, drivers.ConsumerSpec{Workload: name, Topic: spec.Topic, Group: spec.Group, Options: opts})
 	c.rec = metrics.NewRecorder(name, consumeKind.Name, consumeKind.Role)
-	c.rec.SetBacklog(func() metrics.Backlog { return c.topic.backlog(c.group) })
-	c.rec.SetLost(func() int64 { return c.topic.backlog(c.group).Messages })
+	c.rec.SetBacklog(func() metrics.Backlog { return env.Acct.Backlog(c.group) })
+	c.rec.SetLost(func() int64 { return env.Acct.Backlog(c.group).Messages })
 	return c
 }
 
@@ -463,24 +462,49 @@ func (c *Consumer) Start(ctx context.Context) error {
 	return nil
 }
 
+// subscribe returns the accounting group of a consumer spec: the target
+// says which concrete topics its subscription covers (MQTT wildcards and
+// shared subscriptions); without that ability, the topic named alone.
+func subscribe(a *Accounting, target drivers.Target, targetName string, spec drivers.ConsumerSpec) *Group {
+	var match func(string) bool
+	if sm, ok := drivers.As[drivers.SubscriptionMatcher](target); ok {
+		match = sm.Matcher(spec)
+	}
+	return a.Group(GroupKey{Target: targetName, Subscription: spec.Topic, Group: spec.Group}, match)
+}
+
+// concreteTopic is where m went: the producer resolves topic templates.
+func concreteTopic(r drivers.TopicResolver, m *drivers.Message) string {
+	if r != nil {
+		return r.ResolveTopic(m)
+	}
+	return m.Topic
+}
+
 // receive does the counting every message gets, in consumers and relays.
-func receive(m *drivers.Message, env *Shared, g *groupAcct, rec *metrics.Recorder) {
+func receive(m *drivers.Message, env *Shared, g *Group, rec *metrics.Recorder) {
 	now := m.Received
 	if now.IsZero() {
 		now = time.Now()
 	}
 	e2e := time.Duration(-1)
-	if h, ok := ParseHeader(m.Value); ok && h.Run == env.Run {
+	h, full := ParseHeader(m.Value)
+	full = full && h.Run == env.Run
+	if full {
 		e2e = max(now.Sub(h.SentTime()), 0)
-		dup, reordered := g.receive(h, m.Partition, len(m.Value))
-		if dup {
-			rec.Duplicate()
-		}
-		if reordered {
-			rec.Reordered()
-		}
 	} else if sent, ok := ParseShort(m.Value, env.Start); ok {
 		e2e = max(now.Sub(sent), 0)
+	} else {
+		// Not a message of this run: neither followed nor counted as one.
+		rec.Received(len(m.Value), e2e, now)
+		return
+	}
+	dup, reordered := env.Acct.Receive(g, h, full, m.Partition, len(m.Value))
+	if dup {
+		rec.Duplicate()
+	}
+	if reordered {
+		rec.Reordered()
 	}
 	rec.Received(len(m.Value), e2e, now)
 }

@@ -41,11 +41,10 @@ func TestShortHeader(t *testing.T) {
 
 func TestAccountingCountsDuplicatesAndReordering(t *testing.T) {
 	a := NewAccounting(1)
-	topic := a.Topic("t", "x")
-	for range 5 {
-		topic.ack(10)
+	g := a.Group(GroupKey{Target: "t", Subscription: "x", Group: "g"}, nil)
+	for seq := range uint64(5) {
+		a.Ack("t", "x", Header{Run: 1, Producer: 9, Seq: seq}, true, 10)
 	}
-	g := topic.group("g")
 	steps := []struct {
 		seq            uint64
 		part           int32
@@ -54,12 +53,12 @@ func TestAccountingCountsDuplicatesAndReordering(t *testing.T) {
 		{0, 0, false, false}, {2, 0, false, false}, {1, 0, false, true}, {2, 0, true, false}, {3, 1, false, false},
 	}
 	for i, s := range steps {
-		dup, re := g.receive(Header{Run: 1, Producer: 9, Seq: s.seq}, s.part, 10)
+		dup, re := a.Receive(g, Header{Run: 1, Producer: 9, Seq: s.seq}, true, s.part, 10)
 		if dup != s.dup || re != s.reordered {
 			t.Errorf("step %d: dup %v reordered %v, want %v %v", i, dup, re, s.dup, s.reordered)
 		}
 	}
-	if b := topic.backlog(g); b.Messages != 1 || b.Bytes != 10 {
+	if b := a.Backlog(g); b.Messages != 1 || b.Bytes != 10 {
 		t.Errorf("backlog %+v, want 1 message of 10 bytes", b)
 	}
 }
