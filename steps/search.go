@@ -29,7 +29,7 @@ type Search struct {
 	Trial     time.Duration  `yaml:"trial" default:"5s" doc:"measured time at each rate"`
 	Until     *expr.BoolExpr `yaml:"until" doc:"condition a trial must also meet, over the trial's own figures (workload names read the trial's measured window), such as producer.latency.p99 < 50; default: the backlog of the plan's consumers does not grow"`
 	Trials    int            `yaml:"trials" default:"20" doc:"most trials to run; the search stops with what it found so far"`
-	Tolerance float64        `yaml:"tolerance" default:"0.01" doc:"a trial passes when its achieved rate is at least this fraction below its target, or closer; raise it on a load machine that is itself busy"`
+	Tolerance float64        `yaml:"tolerance" default:"0.01" doc:"a trial passes when its achieved rate is no more than this fraction below its target; raise it on a load machine that is itself busy"`
 }
 
 // Check checks the workload, the name and the numbers.
