@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -114,4 +115,37 @@ func Reason(err error) string {
 		s = s[:57] + "..."
 	}
 	return s
+}
+
+// connectionReasons are the Reason values that mean the connection, not
+// the message, failed.
+var connectionReasons = map[string]bool{
+	"connection refused": true, "connection reset": true, "connection closed": true,
+	"broken pipe": true, "no route to host": true, "not connected": true,
+}
+
+// LinkWatch turns the send results of a client that hides its connections
+// (RocketMQ, Kafka: they reconnect inside the library) into connection
+// events: the first send that fails for a connection reason is a
+// disconnect, the next send that succeeds a reconnect. Safe for concurrent
+// use; the zero value with Sink set is ready.
+type LinkWatch struct {
+	Sink EventSink
+	down atomic.Bool
+}
+
+// Result records one send's outcome.
+func (w *LinkWatch) Result(err error) {
+	if w == nil || w.Sink == nil {
+		return
+	}
+	if err == nil {
+		if w.down.Load() && w.down.CompareAndSwap(true, false) {
+			Emit(w.Sink, Event{Kind: Reconnected})
+		}
+		return
+	}
+	if r := Reason(err); connectionReasons[r] && w.down.CompareAndSwap(false, true) {
+		Emit(w.Sink, Event{Kind: Disconnected, Reason: r})
+	}
 }
