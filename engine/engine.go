@@ -47,6 +47,7 @@ type Engine struct {
 	Remote Remote
 
 	mu      sync.Mutex
+	outMu   sync.Mutex // one line at a time on Out
 	current *metrics.Collector
 	secrets map[string]bool
 }
@@ -176,7 +177,11 @@ func (e *Engine) printf(format string, args ...any) {
 		e.mu.Lock()
 		secrets := e.secrets
 		e.mu.Unlock()
-		fmt.Fprint(e.Out, redact.Redact(fmt.Sprintf(format, args...), secrets))
+		line := redact.Redact(fmt.Sprintf(format, args...), secrets)
+		// Steps, progress and event lines come from different goroutines.
+		e.outMu.Lock()
+		defer e.outMu.Unlock()
+		fmt.Fprint(e.Out, line)
 	}
 }
 
@@ -236,6 +241,10 @@ func (e *Engine) executeOne(ctx context.Context, p *plan.Plan, index int, res *r
 	r.closeSteps(stopCtx)
 	cancelRun()
 	bg.Wait()
+	// Events of the last, incomplete second are announced too.
+	for _, line := range r.coll.Announcements(time.Now().Add(time.Second)) {
+		r.engine.printf("%s %s\n", clock(r.coll.Start()), line)
+	}
 	out.Metrics = r.coll.Finish(time.Now())
 	for name, w := range r.works {
 		out.Kinds[name] = w.Recorder().Kind
@@ -617,6 +626,11 @@ func (r *Run) sample(ctx context.Context) {
 			return
 		case now := <-t.C:
 			r.coll.Sample(now)
+			// Connection events are announced as they happen, counted per
+			// second, whatever the progress interval.
+			for _, line := range r.coll.Announcements(now) {
+				r.engine.printf("%s %s\n", clock(r.coll.Start()), line)
+			}
 		}
 	}
 }

@@ -48,6 +48,10 @@ type Stats struct {
 	Backlog       Backlog            `json:"backlog" expr:"backlog"`
 	Lag           int64              `json:"lag" expr:"lag"`
 	Gauges        map[string]float64 `json:"gauges,omitempty" expr:"gauges"`
+	// Events counts connection events; Outage sums up the time some of
+	// the workload's connections were down.
+	Events EventStats  `json:"events" expr:"events"`
+	Outage OutageStats `json:"outage" expr:"outage"`
 }
 
 // Point is one per-second sample of a workload.
@@ -282,6 +286,7 @@ func (c *Collector) StartPhase(name string, now time.Time) {
 		_ = c.sink.Encode(SeriesLine{Run: c.label, Point: Point{T: c.cur.Start}, Begins: &name})
 	}
 	for _, t := range c.tracks {
+		t.rec.setPhase(name)
 		t.phase = newHists()
 		t.phaseStart = t.rec.Counters()
 		t.phaseMax = [2]float64{}
@@ -310,6 +315,7 @@ func (c *Collector) closePhaseLocked(now time.Time) Phase {
 		s.setRates(d, dur)
 		s.MaxSendRate, s.MaxRecvRate = t.phaseMax[0], t.phaseMax[1]
 		s.FillRate(t.rec.Role)
+		s.Outage = outageStats(t.rec.outageList(c.start, now), p.Start, p.End)
 		p.Workloads[t.rec.Name] = s
 	}
 	p.Extra = gaugeCopy(c.phExt)
@@ -337,6 +343,8 @@ func (c *Collector) statsLocked(t *track, d Counters, h hists) Stats {
 		Latency: Summarize(h.send), E2E: Summarize(h.e2e),
 		LastLatency: float64(r.lastLatency.Load()) / 1e6,
 		Backlog:     r.backlogValue(), Lag: r.lag.Load(), Lost: r.lostValue(), Gauges: r.gaugeValues(),
+		Events: EventStats{Disconnects: d.Disconnects, Reconnects: d.Reconnects, SendErrors: d.SendErrors,
+			ReceiveErrors: d.ReceiveErrors, Rebalances: d.Rebalances},
 	}
 	if f := r.firstNanos.Load(); f != 0 {
 		s.FirstAt = time.Unix(0, f).Sub(c.start).Seconds()
@@ -380,6 +388,10 @@ type Snapshot struct {
 	ExtraRun    map[string]Gauge   `json:"extra_run,omitempty"`
 	Series      map[string][]Point `json:"series,omitempty"`
 	ExtraSeries []ExtraPoint       `json:"extra_series,omitempty"`
+	// Events are the workloads' connection events counted per second, in
+	// time order; Outages the stretches with connections down.
+	Events  []EventCount `json:"events,omitempty"`
+	Outages []Outage     `json:"outages,omitempty"`
 }
 
 // Snapshot reads the live figures: counts since the run started, rates of
@@ -393,8 +405,12 @@ func (c *Collector) Snapshot(now time.Time, withSeries bool) Snapshot {
 		st.SendRate, st.RecvRate, st.SendMBps, st.RecvMBps = t.sendRate, t.recvRate, t.sendMBps, t.recvMBps
 		st.MaxSendRate, st.MaxRecvRate = maxOf(t.series, true), maxOf(t.series, false)
 		st.FillRate(t.rec.Role)
+		outs := t.rec.outageList(c.start, now)
+		st.Outage = outageStats(outs, 0, s.Elapsed)
 		s.Workloads[t.rec.Name] = st
 		s.Order = append(s.Order, t.rec.Name)
+		s.Outages = append(s.Outages, outs...)
+		s.Events = append(s.Events, t.rec.eventCounts(c.start)...)
 		if withSeries {
 			if s.Series == nil {
 				s.Series = map[string][]Point{}
@@ -402,6 +418,8 @@ func (c *Collector) Snapshot(now time.Time, withSeries bool) Snapshot {
 			s.Series[t.rec.Name] = append([]Point(nil), t.series...)
 		}
 	}
+	sort.SliceStable(s.Events, func(i, j int) bool { return s.Events[i].T < s.Events[j].T })
+	sort.SliceStable(s.Outages, func(i, j int) bool { return s.Outages[i].Start < s.Outages[j].Start })
 	s.Phases = append([]Phase(nil), c.phases...)
 	s.Phase = c.closePhaseLocked(now)
 	if c.extra != nil {
@@ -444,6 +462,19 @@ func maxOf(ps []Point, send bool) float64 {
 		}
 	}
 	return m
+}
+
+// Announcements returns the progress lines of connection events since the
+// previous call (see Recorder.announce), for every workload.
+func (c *Collector) Announcements(now time.Time) []string {
+	c.mu.Lock()
+	tracks := append([]*track(nil), c.tracks...)
+	c.mu.Unlock()
+	var lines []string
+	for _, t := range tracks {
+		lines = append(lines, t.rec.announce(c.start, now)...)
+	}
+	return lines
 }
 
 // PhaseNames lists phase names in order, for reports.

@@ -202,7 +202,8 @@ func (p *Producer) Start(ctx context.Context) error {
 			return nil // already sent all it was asked to
 		}
 	}
-	dp, err := p.target.NewProducer(ctx, drivers.ProducerSpec{Workload: p.name, Topic: p.spec.Topic, Threads: p.spec.Threads, Options: p.opts})
+	dp, err := p.target.NewProducer(ctx, drivers.ProducerSpec{Workload: p.name, Topic: p.spec.Topic, Threads: p.spec.Threads, Options: p.opts,
+		Events: newSink(p.rec, 0, 1)})
 	if err != nil {
 		return fmt.Errorf("workload %q: %w", p.name, err)
 	}
@@ -364,6 +365,7 @@ func (p *Producer) loop(ctx, flight context.Context, dp drivers.Producer, pacer 
 				return // abandoned at a stop that timed out: neither acked nor failed
 			}
 			p.rec.Failed()
+			sendFailed(newSink(p.rec, 0, 1), err)
 			if p.warnedOnce.CompareAndSwap(false, true) {
 				p.env.Warn(fmt.Sprintf("workload %q: send failed: %v (further failures are counted, not printed)", p.name, err))
 			}
@@ -418,7 +420,8 @@ func (c *Consumer) Start(ctx context.Context) error {
 	var dcs []drivers.Consumer
 	for i := range c.spec.Consumers {
 		dc, err := c.target.NewConsumer(ctx, drivers.ConsumerSpec{Workload: c.name, Topic: c.spec.Topic, Group: c.spec.Group,
-			FromLatest: c.spec.From == "latest", Instance: fmt.Sprintf("%s-%d-%d", c.name, c.startCount, c.spec.InstanceBase+i), Options: c.opts})
+			FromLatest: c.spec.From == "latest", Instance: fmt.Sprintf("%s-%d-%d", c.name, c.startCount, c.spec.InstanceBase+i), Options: c.opts,
+			Events: newSink(c.rec, (c.spec.InstanceBase+i)*sideStride, c.spec.Consumers)})
 		if err != nil {
 			for _, d := range dcs {
 				_ = d.Close()
@@ -444,6 +447,7 @@ func (c *Consumer) Start(ctx context.Context) error {
 		go func() {
 			defer wg.Done()
 			if err := dc.Run(wctx, handle); err != nil && !errors.Is(err, context.Canceled) && wctx.Err() == nil {
+				drivers.Emit(newSink(c.rec, 0, 1), drivers.Event{Kind: drivers.ReceiveError, Reason: drivers.Reason(err)})
 				c.env.Fail(fmt.Errorf("workload %q: %w", c.name, err))
 			}
 		}()
