@@ -18,6 +18,9 @@ import (
 
 // TestMain lets the test binary serve as a planrun worker process.
 func TestMain(m *testing.M) {
+	if os.Getenv(faultEnv) != "" {
+		os.Exit(kafkaFault(os.Stdout, os.Stderr))
+	}
 	if addr := os.Getenv("PLANRUN_TEST_WORKER_LISTEN"); addr != "" {
 		os.Exit(run([]string{"worker", "--listen", addr, "--token", "t0k"}, os.Stdout, os.Stderr))
 	}
