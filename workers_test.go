@@ -20,6 +20,9 @@ import (
 // planrun itself (runChild).
 func TestMain(m *testing.M) {
 	runChild()
+	if os.Getenv(faultEnv) != "" {
+		os.Exit(kafkaFault(os.Stdout, os.Stderr))
+	}
 	if addr := os.Getenv("PLANRUN_TEST_WORKER_LISTEN"); addr != "" {
 		os.Exit(run([]string{"worker", "--listen", addr, "--token", "t0k"}, os.Stdout, os.Stderr))
 	}
