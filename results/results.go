@@ -95,6 +95,10 @@ type Worker struct {
 	RTTMs    float64 `json:"rtt_ms"`
 	// Lost is set when the worker stopped answering during the run.
 	Lost bool `json:"lost,omitempty"`
+	// ReceivedBytes and SentBytes are the conductor's control traffic with
+	// the worker during the run: figures and replies received, calls sent.
+	ReceivedBytes int64 `json:"control_received_bytes"`
+	SentBytes     int64 `json:"control_sent_bytes"`
 }
 
 // legacyRoles are the roles of the kinds results had before roles were
