@@ -21,6 +21,7 @@ const (
 	defaultConnectTimeout = 30 * time.Second
 	defaultKeepAlive      = 60 * time.Second
 	defaultSendTimeout    = 30 * time.Second
+	defaultReconnect      = 10 * time.Second
 	defaultQoS            = 1
 	defaultProducerID     = "planrun-{workload}-{client}"
 	defaultConsumerID     = "planrun-{instance}-{client}"
@@ -36,6 +37,8 @@ type TargetConfig struct {
 	Client          string         `yaml:"client" default:"paho" doc:"MQTT client library: paho (eclipse/paho.mqtt.golang, default) or lean (planrun's own client: one goroutine per connection, a few KB per idle connection, MQTT 5)."`
 	ProtocolVersion int            `yaml:"protocol_version" default:"4" doc:"MQTT protocol level: 3 (MQTT 3.1), 4 (MQTT 3.1.1, default) or 5 (MQTT 5, with client: lean only)."`
 	ConnectTimeout  time.Duration  `yaml:"connect_timeout" default:"30s" doc:"Longest one connection attempt (TCP, TLS and CONNACK) may take (default 30s)."`
+	// ReconnectInterval bounds the clients' reconnection back-off.
+	ReconnectInterval time.Duration `yaml:"reconnect_interval" default:"10s" doc:"Longest pause between the reconnection attempts of a client that lost its connection: the pause starts at 1s (paho; lean: 100ms), doubles after each failed attempt and stops growing here (default 10s). Reconnects also keep to connect_rate."`
 }
 
 // ProduceOptions are the MQTT fields of a workload's produce section; a
@@ -86,6 +89,17 @@ func (o *ProduceOptions) Shard(p drivers.Part) any {
 // ShardUnits implements drivers.Shardable.
 func (o *ProduceOptions) ShardUnits() int { return o.Clients }
 
+// reconnectInterval is the reconnection back-off's ceiling.
+func (c *TargetConfig) reconnectInterval() time.Duration {
+	if c.ReconnectInterval <= 0 {
+		return defaultReconnect
+	}
+	return c.ReconnectInterval
+}
+
+// RunsEmbedded implements drivers.EmbeddedConfig.
+func (c *TargetConfig) RunsEmbedded() bool { return c.embedded() }
+
 func (c *TargetConfig) embedded() bool {
 	return strings.EqualFold(strings.TrimSpace(c.URL), Embedded)
 }
@@ -126,6 +140,9 @@ func (c *TargetConfig) Check() error {
 		}
 		tlsScheme = isTLS
 		ws = strings.HasPrefix(strings.ToLower(u.Scheme), "ws")
+	}
+	if c.ReconnectInterval < 0 {
+		return fmt.Errorf("mqtt: reconnect_interval %s is negative", c.ReconnectInterval)
 	}
 	if c.Password != "" && c.Username == "" {
 		return errors.New("mqtt: password is set but username is empty; MQTT 3.1.1 sends a password only with a user name")
