@@ -183,7 +183,7 @@ func (c *Conductor) Check(plans []*plan.Plan) error {
 func (c *Conductor) Begin(ctx context.Context, p *plan.Plan, index int, shared *workloads.Shared, targets func(string) drivers.Target) (engine.RemoteRun, error) {
 	c.defaults()
 	rr := &remoteRun{c: c, shared: shared, proxies: map[string]*proxy{}, names: map[int][]string{}, drift: make([]int64, len(c.workers)), offset0: make([]int64, len(c.workers)),
-		traffic0: make([][2]int64, len(c.workers))}
+		traffic0: make([][2]int64, len(c.workers)), first: make([]int64, len(c.workers))}
 	for i, w := range c.workers {
 		rr.traffic0[i] = w.conn.counts()
 	}
@@ -251,10 +251,12 @@ type remoteRun struct {
 	offset0 []int64
 	// traffic0 is what each connection had carried when the run began.
 	traffic0 [][2]int64
-	cancel   context.CancelFunc
-	done     chan struct{}
-	mu       sync.Mutex
-	drift    []int64
+	// first is each worker's first message on the conductor's clock.
+	first  []int64
+	cancel context.CancelFunc
+	done   chan struct{}
+	mu     sync.Mutex
+	drift  []int64
 }
 
 func (rr *remoteRun) crossHostWarning(p *plan.Plan) {
@@ -365,6 +367,14 @@ func (rr *remoteRun) apply(w *remote, f *Figures) {
 		if px := rr.proxies[name]; px != nil {
 			px.apply(w, f.Now, sf)
 		}
+		if sf.Delta.First != 0 {
+			first := sf.Delta.First - w.offset.Load()
+			rr.mu.Lock()
+			if rr.first[w.index] == 0 || first < rr.first[w.index] {
+				rr.first[w.index] = first
+			}
+			rr.mu.Unlock()
+		}
 	}
 	for _, m := range f.Warnings {
 		rr.shared.Warn(fmt.Sprintf("%s: %s", w, m))
@@ -434,6 +444,9 @@ func (rr *remoteRun) End(ctx context.Context) []results.Worker {
 		out[i] = results.Worker{Index: i, Addr: w.addr, Host: w.info.Host, Workloads: names,
 			OffsetMs: float64(rr.offset0[i]) / 1e6, DriftMs: float64(rr.drift[i]) / 1e6, RTTMs: float64(w.rtt.Load()) / 1e6, Lost: w.lost.Load(),
 			ReceivedBytes: tr[0] - rr.traffic0[i][0], SentBytes: tr[1] - rr.traffic0[i][1]}
+		if rr.first[i] != 0 {
+			out[i].FirstMessageS = float64(rr.first[i]-rr.shared.Start.UnixNano()) / 1e9
+		}
 	}
 	return out
 }

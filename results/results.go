@@ -99,6 +99,11 @@ type Worker struct {
 	// the worker during the run: figures and replies received, calls sent.
 	ReceivedBytes int64 `json:"control_received_bytes"`
 	SentBytes     int64 `json:"control_sent_bytes"`
+	// FirstMessageS is when the worker's shards had their first message
+	// acknowledged or received, in seconds since the run's start on the
+	// conductor's clock (the worker's clock offset taken out); 0 for none.
+	// Across workers that start together it shows the start skew.
+	FirstMessageS float64 `json:"first_message_s,omitempty"`
 }
 
 // legacyRoles are the roles of the kinds results had before roles were
