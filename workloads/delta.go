@@ -202,7 +202,9 @@ func (a *Accounting) ackBitmapLocked(k destKey, stream uint32, b *roaring64.Bitm
 	if b.IsEmpty() {
 		return
 	}
-	acked.Or(b)
+	// Unions into new bitmaps: roaring's in-place union of two run
+	// containers adds value by value, its union merges the runs.
+	d.acked[stream] = roaring64.Or(acked, b)
 	for _, g := range d.groups {
 		exp := bitmap(g.expected, stream)
 		fresh := roaring64.AndNot(b, exp) // not acknowledged to another destination the group reads
@@ -210,7 +212,7 @@ func (a *Accounting) ackBitmapLocked(k destKey, stream uint32, b *roaring64.Bitm
 		if n == 0 {
 			continue
 		}
-		exp.Or(fresh)
+		g.expected[stream] = roaring64.Or(exp, fresh)
 		g.expectedN += n
 		g.expectedB += n * int64(bytes)
 		if seen := g.seen[stream]; seen != nil {
@@ -234,7 +236,7 @@ func (a *Accounting) seenBitmapLocked(g *Group, stream uint32, b *roaring64.Bitm
 	if n == 0 {
 		return
 	}
-	seen.Or(b)
+	g.seen[stream] = roaring64.Or(seen, b)
 	g.distinctN += n
 	g.distinctB += n * int64(bytes)
 	if e := g.expected[stream]; e != nil {
