@@ -110,6 +110,11 @@ func TestWorkersSplitCountsLikeOneProcess(t *testing.T) {
 	if n := len(res.Runs[0].Workers); n != 3 {
 		t.Errorf("%d workers in the result, want 3", n)
 	}
+	for _, w := range res.Runs[0].Workers {
+		if w.FirstMessageS <= 0 || w.ReceivedBytes == 0 || w.SentBytes == 0 {
+			t.Errorf("worker %d: first message at %gs, control traffic %d bytes in, %d out: want all measured", w.Index, w.FirstMessageS, w.ReceivedBytes, w.SentBytes)
+		}
+	}
 	single := t.TempDir()
 	if code := run([]string{"run", "--quiet", "--out", single, file}, io.Discard, io.Discard); code != exitOK {
 		t.Fatalf("single process: exit %d", code)
