@@ -177,6 +177,16 @@ type SubscriptionMatcher interface {
 	Matcher(spec ConsumerSpec) func(topic string) bool
 }
 
+// SubscriptionGrouper is a SubscriptionMatcher whose consumers may share
+// one subscription across workloads (MQTT $share/<group>/ subscriptions):
+// AccountingGroup returns the subscription and group name consumers are
+// accounted under, so that consumers giving the same pair form one group
+// that expects each message once. Without it a consumer is accounted under
+// its spec's Topic and Group.
+type SubscriptionGrouper interface {
+	AccountingGroup(spec ConsumerSpec) (subscription, group string)
+}
+
 // ConnectCapable is a Driver whose targets are Connectors, so the plan
 // loader can accept `connect:` workloads for it before anything is opened.
 type ConnectCapable interface {

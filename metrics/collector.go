@@ -135,15 +135,9 @@ type Collector struct {
 	extraTS []ExtraPoint
 	sink    *json.Encoder
 	label   string
-}
-
-// SeriesLine is one line of the series file written while a run goes on,
-// so that a run killed without warning still leaves its figures behind.
-type SeriesLine struct {
-	Run      string `json:"run,omitempty"`
-	Workload string `json:"workload,omitempty"`
-	Point
-	Extra map[string]float64 `json:"extra,omitempty"`
+	// header opens the sink's lines of this run (see series.go).
+	header     *SeriesHeader
+	headerDone bool
 }
 
 // SetSink makes every sample also go to w as JSON lines, tagged with the
@@ -208,6 +202,7 @@ func (c *Collector) Sample(now time.Time) {
 }
 
 func (c *Collector) sampleLocked(now time.Time, extra map[string]float64) {
+	c.writeHeaderLocked()
 	ts := now.Sub(c.start).Seconds()
 	for _, t := range c.tracks {
 		cur := t.rec.Counters()
@@ -233,6 +228,15 @@ func (c *Collector) sampleLocked(now time.Time, extra map[string]float64) {
 		t.run.merge(iv)
 		p := Point{T: ts, Interval: interval, Phase: c.cur.Name, SendRate: t.sendRate, RecvRate: t.recvRate, SendMBps: t.sendMBps, RecvMBps: t.recvMBps,
 			P99: Summarize(iv.send).P99, E2EP99: Summarize(iv.e2e).P99, Backlog: t.rec.backlogValue(), Lag: t.rec.lag.Load(), Gauges: t.rec.gaugeValues()}
+		if c.sink != nil {
+			// A flush right after another (at a phase change) has no point
+			// of its own, but what it measured goes to the file all the same.
+			line := SeriesLine{Run: c.label, Workload: t.rec.Name, Point: Point{T: ts, Phase: c.cur.Name}, State: c.stateLocked(t, cur, iv)}
+			if interval > 0 {
+				line.Point = p
+			}
+			_ = c.sink.Encode(line)
+		}
 		hdrPool.Put(iv.send)
 		hdrPool.Put(iv.e2e)
 		if interval == 0 {
@@ -241,9 +245,6 @@ func (c *Collector) sampleLocked(now time.Time, extra map[string]float64) {
 			continue
 		}
 		t.series = append(t.series, p)
-		if c.sink != nil {
-			_ = c.sink.Encode(SeriesLine{Run: c.label, Workload: t.rec.Name, Point: p})
-		}
 	}
 	if extra != nil {
 		c.extra = extra
@@ -251,15 +252,20 @@ func (c *Collector) sampleLocked(now time.Time, extra map[string]float64) {
 		if c.sink != nil {
 			_ = c.sink.Encode(SeriesLine{Run: c.label, Point: Point{T: ts, Phase: c.cur.Name}, Extra: extra})
 		}
-		for k, v := range extra {
-			for _, m := range []map[string]*Gauge{c.runExt, c.phExt} {
-				g := m[k]
-				if g == nil {
-					g = &Gauge{}
-					m[k] = g
-				}
-				g.add(v)
+		addGauges(extra, c.runExt, c.phExt)
+	}
+}
+
+// addGauges adds each extra figure's sample to its gauge in every window.
+func addGauges(extra map[string]float64, windows ...map[string]*Gauge) {
+	for k, v := range extra {
+		for _, m := range windows {
+			g := m[k]
+			if g == nil {
+				g = &Gauge{}
+				m[k] = g
 			}
+			g.add(v)
 		}
 	}
 }
@@ -276,6 +282,9 @@ func (c *Collector) StartPhase(name string, now time.Time) {
 	}
 	c.cur = Phase{Name: name, Start: now.Sub(c.start).Seconds()}
 	c.curAt = now
+	if c.sink != nil && c.headerDone {
+		_ = c.sink.Encode(SeriesLine{Run: c.label, Point: Point{T: c.cur.Start}, Begins: &name})
+	}
 	for _, t := range c.tracks {
 		t.rec.setPhase(name)
 		t.phase = newHists()
@@ -303,12 +312,7 @@ func (c *Collector) closePhaseLocked(now time.Time) Phase {
 	for _, t := range c.tracks {
 		d := t.rec.Counters().Sub(t.phaseStart)
 		s := c.statsLocked(t, d, t.phase)
-		if dur > 0 {
-			s.SendRate = float64(d.Acked) / dur
-			s.RecvRate = float64(d.Received) / dur
-			s.SendMBps = float64(d.BytesAcked) / dur / 1e6
-			s.RecvMBps = float64(d.BytesReceived) / dur / 1e6
-		}
+		s.setRates(d, dur)
 		s.MaxSendRate, s.MaxRecvRate = t.phaseMax[0], t.phaseMax[1]
 		s.FillRate(t.rec.Role)
 		s.Outage = outageStats(t.rec.outageList(c.start, now), p.Start, p.End)
@@ -348,6 +352,18 @@ func (c *Collector) statsLocked(t *track, d Counters, h hists) Stats {
 		s.Duration = s.LastAt - s.FirstAt
 	}
 	return s
+}
+
+// setRates sets the send and receive rates of d over dur seconds (zero
+// when dur is not positive).
+func (s *Stats) setRates(d Counters, dur float64) {
+	s.SendRate, s.RecvRate, s.SendMBps, s.RecvMBps = 0, 0, 0, 0
+	if dur > 0 {
+		s.SendRate = float64(d.Acked) / dur
+		s.RecvRate = float64(d.Received) / dur
+		s.SendMBps = float64(d.BytesAcked) / dur / 1e6
+		s.RecvMBps = float64(d.BytesReceived) / dur / 1e6
+	}
 }
 
 // FillRate sets rate to what the workload is for: sends for workloads that

@@ -1,15 +1,12 @@
 package steps_test
 
 import (
-	"bytes"
-	"context"
 	"math"
 	"sort"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/planrun/planrun/engine"
+	"github.com/planrun/planrun/engine/enginetest"
 	"github.com/planrun/planrun/plan"
 	"github.com/planrun/planrun/results"
 )
@@ -17,18 +14,7 @@ import (
 // execute runs a whole plan with the memory driver.
 func execute(t *testing.T, y string) *results.Result {
 	t.Helper()
-	src, plans, err := plan.Parse("plan.yaml", []byte(y), plan.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out bytes.Buffer
-	e := &engine.Engine{Out: &out, Version: "test", StopTimeout: 10 * time.Second}
-	res := e.Execute(context.Background(), src, plans)
-	t.Log(out.String())
-	if res.Status != results.Passed {
-		t.Fatalf("status %s: %s", res.Status, res.Error)
-	}
-	return res
+	return enginetest.Execute(t, y)
 }
 
 // A producer follows a ramp, a hold and then a rate a set step gives it

@@ -468,13 +468,18 @@ func (c *Consumer) Start(ctx context.Context) error {
 
 // subscribe returns the accounting group of a consumer spec: the target
 // says which concrete topics its subscription covers (MQTT wildcards and
-// shared subscriptions); without that ability, the topic named alone.
+// shared subscriptions) and which consumers share one group; without those
+// abilities, the topic named alone and the spec's group.
 func subscribe(a *Accounting, target drivers.Target, targetName string, spec drivers.ConsumerSpec) *Group {
 	var match func(string) bool
 	if sm, ok := drivers.As[drivers.SubscriptionMatcher](target); ok {
 		match = sm.Matcher(spec)
 	}
-	return a.Group(GroupKey{Target: targetName, Subscription: spec.Topic, Group: spec.Group}, match)
+	key := GroupKey{Target: targetName, Subscription: spec.Topic, Group: spec.Group}
+	if sg, ok := drivers.As[drivers.SubscriptionGrouper](target); ok {
+		key.Subscription, key.Group = sg.AccountingGroup(spec)
+	}
+	return a.Group(key, match)
 }
 
 // concreteTopic is where m went: the producer resolves topic templates.
