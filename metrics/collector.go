@@ -147,6 +147,9 @@ func (c *Collector) SetSink(w io.Writer, label string) {
 	defer c.mu.Unlock()
 	if w != nil {
 		c.sink = json.NewEncoder(w)
+		for _, t := range c.tracks {
+			t.rec.startJournal()
+		}
 	}
 	c.label = label
 }
@@ -174,6 +177,9 @@ func (c *Collector) Add(r *Recorder) {
 	defer c.mu.Unlock()
 	t := &track{rec: r, prev: r.Counters(), prevAt: c.start, run: newHists(), phase: newHists()}
 	t.phaseStart = t.prev
+	if c.sink != nil {
+		r.startJournal()
+	}
 	c.tracks = append(c.tracks, t)
 	c.byName[r.Name] = t
 }
@@ -343,8 +349,7 @@ func (c *Collector) statsLocked(t *track, d Counters, h hists) Stats {
 		Latency: Summarize(h.send), E2E: Summarize(h.e2e),
 		LastLatency: float64(r.lastLatency.Load()) / 1e6,
 		Backlog:     r.backlogValue(), Lag: r.lag.Load(), Lost: r.lostValue(), Gauges: r.gaugeValues(),
-		Events: EventStats{Disconnects: d.Disconnects, Reconnects: d.Reconnects, SendErrors: d.SendErrors,
-			ReceiveErrors: d.ReceiveErrors, Rebalances: d.Rebalances},
+		Events: eventStats(d),
 	}
 	if f := r.firstNanos.Load(); f != 0 {
 		s.FirstAt = time.Unix(0, f).Sub(c.start).Seconds()
@@ -418,8 +423,7 @@ func (c *Collector) Snapshot(now time.Time, withSeries bool) Snapshot {
 			s.Series[t.rec.Name] = append([]Point(nil), t.series...)
 		}
 	}
-	sort.SliceStable(s.Events, func(i, j int) bool { return s.Events[i].T < s.Events[j].T })
-	sort.SliceStable(s.Outages, func(i, j int) bool { return s.Outages[i].Start < s.Outages[j].Start })
+	sortEvents(&s)
 	s.Phases = append([]Phase(nil), c.phases...)
 	s.Phase = c.closePhaseLocked(now)
 	if c.extra != nil {

@@ -59,6 +59,8 @@ type SeriesState struct {
 	// compressed and base64 encoded; empty when nothing was recorded.
 	Send string `json:"send_hist,omitempty"`
 	E2E  string `json:"e2e_hist,omitempty"`
+	// Events are the connection events recorded since the previous line.
+	Events []ConnEvent `json:"events,omitempty"`
 }
 
 // SetSeriesHeader gives the header the sink's first line carries; the
@@ -101,7 +103,7 @@ func encodeHist(h *hdr.Histogram) string {
 func (c *Collector) stateLocked(t *track, cur Counters, iv hists) *SeriesState {
 	r := t.rec
 	s := &SeriesState{Counters: cur, Running: r.running.Load(), Lost: r.lostValue(),
-		LastLatency: float64(r.lastLatency.Load()) / 1e6, Send: encodeHist(iv.send), E2E: encodeHist(iv.e2e)}
+		LastLatency: float64(r.lastLatency.Load()) / 1e6, Send: encodeHist(iv.send), E2E: encodeHist(iv.e2e), Events: r.takeJournal()}
 	if f := r.firstNanos.Load(); f != 0 {
 		s.FirstAt = time.Unix(0, f).Sub(c.start).Seconds()
 		s.LastAt = time.Unix(0, r.lastNanos.Load()).Sub(c.start).Seconds()
@@ -140,6 +142,9 @@ type replayTrack struct {
 	phaseMax   [2]float64
 	run, phase hists
 	series     []Point
+	// rec replays the workload's connection events and the counters they
+	// are measured against, to rebuild its outages.
+	rec *Recorder
 }
 
 // ReadSeries reads a series file's runs. Lines cut short by a kill (the
@@ -184,7 +189,7 @@ func ReadSeries(r io.Reader) ([]SeriesRun, error) {
 func newReplay(h SeriesHeader) *replay {
 	rp := &replay{run: SeriesRun{Header: h}, works: map[string]*replayTrack{}, extraRun: map[string]*Gauge{}, extraPh: map[string]*Gauge{}}
 	for _, name := range h.Order {
-		rp.works[name] = &replayTrack{name: name, role: h.Roles[name], run: newHists(), phase: newHists()}
+		rp.works[name] = &replayTrack{name: name, role: h.Roles[name], run: newHists(), phase: newHists(), rec: NewRecorder(name, h.Kinds[name], h.Roles[name])}
 	}
 	rp.curOpen = true
 	return rp
@@ -205,6 +210,7 @@ func (rp *replay) line(l SeriesLine) error {
 		rp.cur = Phase{Name: *l.Begins, Start: l.T}
 		rp.curOpen = true
 		for _, t := range rp.works {
+			t.rec.setPhase(*l.Begins)
 			t.phaseStart = t.last.Counters
 			t.phase = newHists()
 			t.phaseMax = [2]float64{}
@@ -226,6 +232,19 @@ func (rp *replay) line(l SeriesLine) error {
 			}
 			t.run.merge(iv)
 			t.phase.merge(iv)
+			// The line does not say when in its second a send failed:
+			// failures count into an outage that began or ended in it.
+			var later []ConnEvent
+			for _, e := range l.State.Events {
+				if e.Kind == EventDisconnected {
+					t.rec.Event(e)
+				} else {
+					later = append(later, e)
+				}
+			}
+			if err := t.rec.ApplyDelta(Delta{Counters: l.State.Counters.Sub(t.last.Counters), Events: later}, 0); err != nil {
+				return fmt.Errorf("workload %s: %w", l.Workload, err)
+			}
 			t.last = *l.State
 		}
 		if l.Interval > 0 {
@@ -256,6 +275,7 @@ func (t *replayTrack) stats(d Counters, h hists) Stats {
 	if s.FirstAt != 0 || s.LastAt != 0 {
 		s.Duration = s.LastAt - s.FirstAt
 	}
+	s.Events = eventStats(d)
 	return s
 }
 
@@ -273,6 +293,7 @@ func (rp *replay) closePhase(end float64) {
 		s.setRates(d, dur)
 		s.MaxSendRate, s.MaxRecvRate = t.phaseMax[0], t.phaseMax[1]
 		s.FillRate(t.role)
+		s.Outage = outageStats(t.rec.outageList(rp.run.Header.Started, rp.run.Header.Started.Add(secs(end))), p.Start, p.End)
 		p.Workloads[name] = s
 	}
 	p.Extra = gaugeCopy(rp.extraPh)
@@ -290,8 +311,17 @@ func (rp *replay) finish() SeriesRun {
 	s.Workloads = map[string]Stats{}
 	s.Series = map[string][]Point{}
 	s.Order = rp.run.Header.Order
+	start := rp.run.Header.Started
+	for _, name := range s.Order {
+		t := rp.works[name]
+		outs := t.rec.outageList(start, start.Add(secs(rp.run.Ended)))
+		s.Outages = append(s.Outages, outs...)
+		s.Events = append(s.Events, t.rec.eventCounts(start)...)
+	}
+	sortEvents(s)
 	for name, t := range rp.works {
 		st := t.stats(t.last.Counters, t.run)
+		st.Outage = outageStats(t.rec.outageList(start, start.Add(secs(rp.run.Ended))), 0, rp.run.Ended)
 		st.MaxSendRate, st.MaxRecvRate = maxOf(t.series, true), maxOf(t.series, false)
 		s.Workloads[name] = st
 		if len(t.series) > 0 {
@@ -315,3 +345,5 @@ func (s *Snapshot) FinalRates(roles map[string]Role) {
 		s.Workloads[name] = st
 	}
 }
+
+func secs(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
