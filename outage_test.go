@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"math"
 	"net/url"
 	"os"
@@ -165,4 +166,40 @@ func outageOf(t *testing.T, m metrics.Snapshot, workload string) metrics.Outage 
 		t.Fatalf("%s: outages %+v, want one", workload, found)
 	}
 	return found[0]
+}
+
+// plans/mqtt-broker-restart.yaml on its embedded default, scaled down: it
+// restarts the broker by itself and its report shows the outage and the
+// exact loss.
+func TestMQTTBrokerRestartPlan(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end run")
+	}
+	out := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"-q", "--out", out, "--set", "clients=20", "--set", "warm=2s", "--set", "down=2s", "--set", "after=2s",
+		"plans/mqtt-broker-restart.yaml"}, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout.String(), stderr.String())
+	}
+	res, err := results.Load(filepath.Join(out, "mqtt-broker-restart.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := res.Runs[0].Metrics
+	o := outageOf(t, m, "devices")
+	if !o.Ended || o.Clients != 20 || o.Reconnects != 20 || o.Duration() < 2 || o.Duration() > 4 {
+		t.Errorf("outage %+v (%.1f s), want 20 clients down about 2 s", o, o.Duration())
+	}
+	dev, sink := m.Workloads["devices"], m.Workloads["sink"]
+	if want := dev.Acked - (sink.Received - sink.Duplicates); sink.Lost != want {
+		t.Errorf("lost %d, want acked %d - received %d (+ %d duplicates) = %d", sink.Lost, dev.Acked, sink.Received, sink.Duplicates, want)
+	}
+	report := stdout.String()
+	row := fmt.Sprintf("| %d | %d | %d | %d |", dev.Acked, sink.Received, sink.Lost, sink.Duplicates) // the last columns of "Outage and loss"
+	for _, want := range []string{"## Outage and loss", "| outage | devices  |", "| outage | sink     |", row} {
+		if !strings.Contains(strings.Join(strings.Fields(report), " "), strings.Join(strings.Fields(want), " ")) {
+			t.Errorf("report lacks %q:\n%s", want, report)
+		}
+	}
 }

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"bytes"
 	"fmt"
 	"reflect"
 	"testing"
@@ -123,5 +124,45 @@ func TestEventsTravelInDeltas(t *testing.T) {
 	}
 	if got := c.Counters(); got.Disconnects != 1 || got.Reconnects != 1 {
 		t.Fatalf("replayed counters: %+v", got)
+	}
+}
+
+// A run killed after an outage still has it: its events travel in the
+// series file and the outage is rebuilt from them.
+func TestSeriesKeepsEvents(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	c := NewCollector(t0)
+	var file bytes.Buffer
+	c.SetSink(&file, "")
+	c.SetSeriesHeader(SeriesHeader{})
+	r := NewRecorder("devices", "produce", Role{Sends: true})
+	c.Add(r)
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	c.StartPhase("run", at(0.1))
+	c.Sample(at(1))
+	for i := range 4 {
+		r.Event(ConnEvent{Kind: EventDisconnected, Reason: "connection refused", Client: i, Of: 4, At: at(1.5).UnixNano()})
+	}
+	r.Failed()
+	c.Sample(at(2))
+	for i := range 4 {
+		r.Event(ConnEvent{Kind: EventReconnected, Client: i, Of: 4, At: at(3.5).UnixNano()})
+	}
+	c.Sample(at(4))
+	want := c.Finish(at(4))
+
+	runs, err := ReadSeries(&file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := runs[0].Metrics
+	if !reflect.DeepEqual(got.Events, want.Events) {
+		t.Errorf("events from the series file:\n got %+v\nwant %+v", got.Events, want.Events)
+	}
+	if len(got.Outages) != 1 || !reflect.DeepEqual(got.Outages, want.Outages) {
+		t.Errorf("outages from the series file:\n got %+v\nwant %+v", got.Outages, want.Outages)
+	}
+	if g, w := got.Workloads["devices"], want.Workloads["devices"]; g.Events != w.Events || g.Outage != w.Outage || w.Outage.Seconds != 2 {
+		t.Errorf("devices: events %+v outage %+v, want %+v %+v", g.Events, g.Outage, w.Events, w.Outage)
 	}
 }

@@ -35,9 +35,15 @@ func TestBrokerLoadErrors(t *testing.T) {
 // A restart of the embedded MQTT broker: every client of the fleet drops
 // and comes back; the events, the outage and the progress lines say so.
 func TestBrokerRestartEvents(t *testing.T) {
-	const y = `name: restart
+	for _, client := range []string{"paho", "lean"} {
+		t.Run(client, func(t *testing.T) { brokerRestart(t, client) })
+	}
+}
+
+func brokerRestart(t *testing.T, client string) {
+	y := `name: restart
 targets:
-  mq: { driver: mqtt, url: embedded, reconnect_interval: 500ms }
+  mq: { driver: mqtt, url: embedded, reconnect_interval: 500ms, client: ` + client + ` }
 workloads:
   devices: { produce: { topic: t, clients: 5, interval: 50ms, qos: 1, connect_first: true } }
 progress: 0s
