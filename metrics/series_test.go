@@ -1,46 +1,131 @@
 package metrics
 
-import "testing"
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
 
-func TestSeriesStaysBounded(t *testing.T) {
-	var ps []Point
-	const n = 3600
-	for i := 1; i <= n; i++ {
-		phase := "one"
-		if i > n/2 {
-			phase = "two"
-		}
-		ps = appendBounded(ps, Point{T: float64(i), Interval: 1, Phase: phase, SendRate: float64(100 + i%2*10), P99: float64(i % 7)})
-	}
-	if len(ps) > maxPoints {
-		t.Fatalf("%d points kept, want at most %d", len(ps), maxPoints)
-	}
-	var covered, sent float64
-	for i, p := range ps {
-		covered += p.Interval
-		sent += p.SendRate * p.Interval
-		if i > 0 && p.T <= ps[i-1].T {
-			t.Fatalf("point %d at %g s after %g s", i, p.T, ps[i-1].T)
-		}
-		if (p.T > n/2) != (p.Phase == "two") || (p.T-p.Interval < n/2 && p.Phase == "two") {
-			t.Fatalf("point %+v spans the phase change at %d s", p, n/2)
-		}
-		if p.P99 < 0 || p.P99 > 6 {
-			t.Fatalf("p99 %g out of the samples' range", p.P99)
+// A run read back from its series file has the figures the collector
+// would have finished it with: phases, counts, rates and percentiles.
+func TestReadSeriesEqualsFinish(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	c := NewCollector(t0)
+	var file bytes.Buffer
+	c.SetSink(&file, "")
+	c.SetSeriesHeader(SeriesHeader{Label: "x"})
+	prod := NewRecorder("producer", "produce", Role{Sends: true})
+	cons := NewRecorder("consumer", "consume", Role{Receives: true})
+	c.Add(prod)
+	c.Add(cons)
+	cons.SetLost(func() int64 { return 3 })
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	send := func(n int, from float64) {
+		for i := range n {
+			now := at(from + float64(i)/float64(n))
+			prod.Sent()
+			prod.Acked(100, time.Duration(i%50+1)*time.Millisecond, now)
+			if i%4 != 0 {
+				cons.Received(100, time.Duration(i%70+2)*time.Millisecond, now)
+			}
 		}
 	}
-	if covered != n {
-		t.Errorf("points cover %g s, want %d", covered, n)
+	c.StartPhase("warm", at(0.01))
+	for s := range 3 {
+		send(500+100*s, float64(s))
+		c.Sample(at(float64(s + 1)))
 	}
-	if want := float64(n/2*100 + n/2*110); sent != want {
-		t.Errorf("rates x intervals sum to %g messages, want %g", sent, want)
+	c.StartPhase("steady", at(3.2))
+	send(300, 3.2)
+	c.Sample(at(4))
+	send(700, 4)
+	c.Sample(at(5))
+	want := c.Finish(at(5))
+	want.FinalRates(map[string]Role{"producer": prod.Role, "consumer": cons.Role})
+
+	// A kill may cut the last line short: it is left out.
+	data := file.String() + `{"workload":"producer","t":6,"interval_s":1,"state":{"sent":99`
+	runs, err := ReadSeries(strings.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
 	}
-	for i, p := range ps[len(ps)-maxPoints/4:] {
-		if p.Interval != 1 {
-			t.Fatalf("recent point %d covers %g s, want 1", i, p.Interval)
+	if len(runs) != 1 || runs[0].Header.Label != "x" || !reflect.DeepEqual(runs[0].Header.Order, []string{"producer", "consumer"}) {
+		t.Fatalf("runs %+v", runs)
+	}
+	got := runs[0].Metrics
+	if !reflect.DeepEqual(got.PhaseNames(), want.PhaseNames()) {
+		t.Fatalf("phases %v, want %v", got.PhaseNames(), want.PhaseNames())
+	}
+	for i, p := range want.Phases {
+		for name, w := range p.Workloads {
+			w.Running = false
+			if g := got.Phases[i].Workloads[name]; !sameFigures(t, g, w) {
+				t.Errorf("phase %s, %s:\n got %+v\nwant %+v", p.Name, name, g, w)
+			}
 		}
 	}
-	if ps[len(ps)-1].T != n {
-		t.Errorf("last point at %g s, want %d", ps[len(ps)-1].T, n)
+	for name, w := range want.Workloads {
+		if g := got.Workloads[name]; !sameFigures(t, g, w) {
+			t.Errorf("run, %s:\n got %+v\nwant %+v", name, g, w)
+		}
+	}
+	if !reflect.DeepEqual(got.Series, want.Series) {
+		t.Errorf("series differ:\n got %+v\nwant %+v", got.Series, want.Series)
+	}
+}
+
+// sameFigures compares two values field by field through their JSON form;
+// numbers may differ in the last bits (a phase's length is the difference
+// of two offsets from the start in the file, of two times in the run).
+func sameFigures(t *testing.T, a, b any) bool {
+	var ma, mb any
+	for _, x := range []struct {
+		v   any
+		dst *any
+	}{{a, &ma}, {b, &mb}} {
+		data, err := json.Marshal(x.v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(data, x.dst); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return near(ma, mb)
+}
+
+func near(a, b any) bool {
+	switch x := a.(type) {
+	case map[string]any:
+		y, ok := b.(map[string]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for k, v := range x {
+			if !near(v, y[k]) {
+				return false
+			}
+		}
+		return true
+	case float64:
+		y, ok := b.(float64)
+		return ok && math.Abs(x-y) <= 1e-9*math.Max(1, math.Abs(x))
+	}
+	return reflect.DeepEqual(a, b)
+}
+
+func TestReadSeriesErrors(t *testing.T) {
+	for _, c := range []struct{ file, want string }{
+		{"", "no run in the series file"},
+		{`{"workload":"p","t":1,"interval_s":1}` + "\n", "line 1: a sample before any run header"},
+		{`{"header":{"order":["p"]}}` + "\n" + `{"workload":"q","t":1,"interval_s":1}` + "\n", `line 2: workload "q" is not in the run's header`},
+	} {
+		if _, err := ReadSeries(strings.NewReader(c.file)); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: error %v, want %q", c.file, err, c.want)
+		}
 	}
 }

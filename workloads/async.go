@@ -153,6 +153,7 @@ func (a *asyncSender) waitRoom(ctx context.Context) bool {
 func (a *asyncSender) failed(err error) {
 	p := a.p
 	p.rec.Failed()
+	sendFailed(newSink(p.rec, 0, 1), err)
 	if p.warnedOnce.CompareAndSwap(false, true) {
 		p.env.Warn(fmt.Sprintf("workload %q: send failed: %v (further failures are counted, not printed)", p.name, err))
 	}

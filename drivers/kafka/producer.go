@@ -39,6 +39,7 @@ type producer struct {
 	drained  chan struct{} // closed when every completion was routed
 	inflight atomic.Int64
 	failed   atomic.Int64
+	link     drivers.LinkWatch // connection events from send results
 }
 
 var (
@@ -77,7 +78,8 @@ func (t *Target) NewProducer(ctx context.Context, spec drivers.ProducerSpec, opt
 		return nil, fmt.Errorf("kafka: producer for topic %s (workload %s): %w", spec.Topic, spec.Workload, configError("produce options", err))
 	}
 
-	p := &producer{topic: spec.Topic, workload: spec.Workload, linger: sc.Producer.Flush.Frequency, drained: make(chan struct{})}
+	p := &producer{topic: spec.Topic, workload: spec.Workload, linger: sc.Producer.Flush.Frequency, drained: make(chan struct{}),
+		link: drivers.LinkWatch{Sink: spec.Events}}
 	err := withContext(ctx, func() error {
 		ap, err := sarama.NewAsyncProducer(t.brokers, sc)
 		if err != nil {
@@ -131,6 +133,7 @@ func (p *producer) complete(pd *pending, err error) {
 	}
 	done := pd.async
 	p.inflight.Add(-1)
+	p.link.Result(err)
 	if err != nil {
 		p.failed.Add(1)
 		err = fmt.Errorf("kafka: produce to topic %s: %w", pd.msg.Topic, err)
@@ -156,6 +159,7 @@ func (p *producer) Send(ctx context.Context, m *drivers.Message) error {
 	case err := <-pd.done:
 		topic := pd.msg.Topic
 		p.release(pd)
+		p.link.Result(err)
 		if err != nil {
 			p.failed.Add(1)
 			return fmt.Errorf("kafka: produce to topic %s: %w", topic, err)

@@ -243,6 +243,11 @@ func (c *leanClient) connect() (*bufio.Reader, error) {
 	if err == nil && ack.FixedHeader.Type != packets.Connack {
 		err = fmt.Errorf("mqtt: the broker answered CONNECT with packet type %d", ack.FixedHeader.Type)
 	}
+	if err == nil && c.version == 5 && len(body) == 2 && body[1] == 0x01 {
+		// A broker that speaks only MQTT 3.1.1 answers in its own
+		// version: "unacceptable protocol version", without properties.
+		err = pahopackets.ErrorRefusedBadProtocolVersion
+	}
 	if err == nil {
 		err = ack.ConnackDecode(body)
 	}

@@ -22,7 +22,7 @@ func testCtx(t testing.TB, d time.Duration) context.Context {
 
 func mustOpen(t testing.TB, cfg *TargetConfig) *Target {
 	t.Helper()
-	tg, err := open(testCtx(t, 20*time.Second), cfg)
+	tg, err := open(testCtx(t, 20*time.Second), variant(cfg))
 	if err != nil {
 		t.Fatalf("open %s: %v", cfg.URL, err)
 	}
@@ -34,8 +34,34 @@ func openEmbedded(t testing.TB, client string) *Target {
 	return mustOpen(t, &TargetConfig{URL: Embedded, Client: client})
 }
 
+// clientLean5 is the lean client speaking MQTT 5, as a test variant.
+const clientLean5 = "lean-v5"
+
 // clients are the MQTT clients every driver test runs with.
-var clients = []string{clientPaho, clientLean}
+var clients = []string{clientPaho, clientLean, clientLean5}
+
+// variant turns the test-only client name lean-v5 into client: lean with
+// protocol_version: 5 (unless the test sets a protocol version itself).
+func variant(cfg *TargetConfig) *TargetConfig {
+	if cfg.Client != clientLean5 {
+		return cfg
+	}
+	c := *cfg
+	c.Client = clientLean
+	if c.ProtocolVersion == 0 {
+		c.ProtocolVersion = 5
+	}
+	return &c
+}
+
+// needs311 skips the MQTT 5 variant against a broker that speaks only
+// MQTT 3.1 and 3.1.1.
+func needs311(t *testing.T, cl, broker string) {
+	t.Helper()
+	if cl == clientLean5 {
+		t.Skipf("%s speaks MQTT 3.1 and 3.1.1 only (TestMQTT5RefusedByActiveMQ covers it)", broker)
+	}
+}
 
 // eachClient runs test once per client, as a subtest named after it.
 func eachClient(t *testing.T, test func(t *testing.T, client string)) {
@@ -232,23 +258,40 @@ func TestQoS1Mosquitto(t *testing.T) {
 
 func TestQoS1ActiveMQ(t *testing.T) {
 	eachClient(t, func(t *testing.T, cl string) {
+		needs311(t, cl, "ActiveMQ")
 		qos1Counts(t, mustOpen(t, &TargetConfig{Client: cl, URL: realBroker(t, "PLANRUN_TEST_ACTIVEMQ")}), 2000)
 	})
 }
 
+// qos0And2 publishes at QoS 0 and QoS 2 and checks a subscriber of the
+// same QoS receives every message.
+func qos0And2(t *testing.T, tg *Target) {
+	for _, q := range []int{0, 2} {
+		t.Run(fmt.Sprintf("qos%d", q), func(t *testing.T) {
+			topic := unique("planrun/qos")
+			col := collect(t, newConsumer(t, tg, topic, "g", "c", &ConsumeOptions{QoS: intp(q)}))
+			p := newProducer(t, tg, topic, 4, &ProduceOptions{QoS: intp(q)})
+			send(t, p, topic, "m", 500, 4)
+			col.wait(t, 500, 20*time.Second)
+			checkAll(t, col, "m", 500)
+		})
+	}
+}
+
 func TestQoS0And2(t *testing.T) {
+	eachClient(t, func(t *testing.T, cl string) { qos0And2(t, openEmbedded(t, cl)) })
+}
+
+func TestQoS0And2Mosquitto(t *testing.T) {
 	eachClient(t, func(t *testing.T, cl string) {
-		tg := openEmbedded(t, cl)
-		for _, q := range []int{0, 2} {
-			t.Run(fmt.Sprintf("qos%d", q), func(t *testing.T) {
-				topic := unique("planrun/qos")
-				col := collect(t, newConsumer(t, tg, topic, "g", "c", &ConsumeOptions{QoS: intp(q)}))
-				p := newProducer(t, tg, topic, 4, &ProduceOptions{QoS: intp(q)})
-				send(t, p, topic, "m", 500, 4)
-				col.wait(t, 500, 20*time.Second)
-				checkAll(t, col, "m", 500)
-			})
-		}
+		qos0And2(t, mustOpen(t, &TargetConfig{Client: cl, URL: realBroker(t, "PLANRUN_TEST_MOSQUITTO")}))
+	})
+}
+
+func TestQoS0And2ActiveMQ(t *testing.T) {
+	eachClient(t, func(t *testing.T, cl string) {
+		needs311(t, cl, "ActiveMQ")
+		qos0And2(t, mustOpen(t, &TargetConfig{Client: cl, URL: realBroker(t, "PLANRUN_TEST_ACTIVEMQ")}))
 	})
 }
 
@@ -285,6 +328,39 @@ func TestConnectRate(t *testing.T) {
 		}
 		eventually(t, 10*time.Second, "broker to see the clients go", func() bool { return tg.Broker().Stats().ClientsConnected == 0 })
 	})
+}
+
+// A fleet split over processes keeps its client indexes dense and its
+// connect rate: the shards together connect at the plan's connect_rate.
+func TestShardSplitsClientsAndConnectRate(t *testing.T) {
+	for _, tc := range []struct {
+		clients, threads int
+		rate             float64
+	}{{10, 0, 1000}, {3, 0, 90}, {0, 7, 700}} {
+		o := &ProduceOptions{Clients: tc.clients, ConnectRate: tc.rate}
+		var sum float64
+		next := 0
+		for i := range 3 {
+			base, threads := drivers.Split(max(tc.threads, 1), i, 3)
+			s := o.Shard(drivers.Part{Index: i, Of: 3, ThreadBase: base, Threads: threads}).(*ProduceOptions)
+			if tc.clients > 0 {
+				if s.ClientBase != next {
+					t.Errorf("%+v shard %d: clients from %d, want %d", tc, i, s.ClientBase, next)
+				}
+				next += s.Clients
+				if want := tc.rate * float64(s.Clients) / float64(tc.clients); s.ConnectRate != want {
+					t.Errorf("%+v shard %d: connect_rate %g, want %g", tc, i, s.ConnectRate, want)
+				}
+			}
+			sum += s.ConnectRate
+		}
+		if tc.clients > 0 && next != tc.clients {
+			t.Errorf("%+v: shards hold %d clients", tc, next)
+		}
+		if sum < tc.rate*0.999999 || sum > tc.rate*1.000001 {
+			t.Errorf("%+v: shards connect at %g/s together, want %g", tc, sum, tc.rate)
+		}
+	}
 }
 
 func TestTopicTemplateAndWildcard(t *testing.T) {
@@ -392,6 +468,7 @@ func TestPersistentSessionMosquitto(t *testing.T) {
 
 func TestPersistentSessionActiveMQ(t *testing.T) {
 	eachClient(t, func(t *testing.T, cl string) {
+		needs311(t, cl, "ActiveMQ")
 		persistentSession(t, mustOpen(t, &TargetConfig{Client: cl, URL: realBroker(t, "PLANRUN_TEST_ACTIVEMQ")}))
 	})
 }
@@ -470,7 +547,7 @@ func TestCredentials(t *testing.T) {
 		// The same broker refuses a wrong password, and the error says so
 		// without echoing it.
 		bad := &TargetConfig{Client: cl, URL: tg.server.String(), Username: "alice", Password: "wrong-pass"}
-		_, err := Driver.Open(testCtx(t, 10*time.Second), bad)
+		_, err := Driver.Open(testCtx(t, 10*time.Second), variant(bad))
 		if err == nil || !strings.Contains(err.Error(), "password") || strings.Contains(err.Error(), "wrong-pass") {
 			t.Fatalf("open with a wrong password: %v", err)
 		}

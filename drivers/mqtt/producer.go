@@ -30,22 +30,14 @@ func (p *Producer) Gauges() map[string]float64 { return p.f.gauges() }
 // the message (PUBACK for QoS 1, PUBCOMP for QoS 2) or, for QoS 0, when it
 // was written to the connection.
 func (p *Producer) Send(ctx context.Context, m *drivers.Message) error {
-	n := len(p.f.members)
-	i := m.Source % n
-	if i < 0 {
-		i += n
-	}
+	i := p.client(m)
 	tm := time.NewTimer(p.timeout)
 	defer tm.Stop()
 	if err := p.f.wait(ctx, i, tm.C); err != nil {
 		return err
 	}
 	mem := &p.f.members[i]
-	topic := mem.topic
-	if m.Topic != p.topic && m.Topic != "" {
-		topic = newExpander(m.Topic, map[string]string{"workload": p.workload}).client(p.f.base + i)
-	}
-	tok := mem.client.Publish(topic, p.qos, p.retain, m.Value)
+	tok := mem.client.Publish(p.topicOf(m, i), p.qos, p.retain, m.Value)
 	select {
 	case <-tok.Done():
 	case <-ctx.Done():
