@@ -2,11 +2,21 @@ package mqtt
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/planrun/planrun/drivers"
 )
+
+// timers are reused by sends: a stopped timer's channel holds no stale
+// value (Go 1.23 timers), so Reset makes it new.
+var timers = sync.Pool{New: func() any {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return t
+}}
 
 // Producer publishes from a fleet of clients: a message goes out on client
 // Source mod clients, to the workload's topic with {client} expanded for
@@ -35,8 +45,9 @@ func (p *Producer) Send(ctx context.Context, m *drivers.Message) error {
 	if i < 0 {
 		i += n
 	}
-	tm := time.NewTimer(p.timeout)
-	defer tm.Stop()
+	tm := timers.Get().(*time.Timer)
+	tm.Reset(p.timeout)
+	defer func() { tm.Stop(); timers.Put(tm) }()
 	if err := p.f.wait(ctx, i, tm.C); err != nil {
 		return err
 	}
@@ -44,6 +55,18 @@ func (p *Producer) Send(ctx context.Context, m *drivers.Message) error {
 	topic := mem.topic
 	if m.Topic != p.topic && m.Topic != "" {
 		topic = newExpander(m.Topic, map[string]string{"workload": p.workload}).client(p.f.base + i)
+	}
+	if lc, ok := mem.client.(*leanClient); ok {
+		switch err := lc.publishWait(ctx, topic, p.qos, p.retain, m.Value, tm.C); {
+		case err == nil:
+			return nil
+		case errors.Is(err, errNoAck):
+			return fmt.Errorf("mqtt: no acknowledgement from the broker within %s (client %d)", p.timeout, i)
+		case ctx.Err() != nil && errors.Is(err, ctx.Err()):
+			return err
+		default:
+			return fmt.Errorf("mqtt: publish on client %d: %w", i, err)
+		}
 	}
 	tok := mem.client.Publish(topic, p.qos, p.retain, m.Value)
 	select {
