@@ -48,6 +48,9 @@ Usage:
   planrun run [flags] PLAN.yaml
   planrun validate PLAN.yaml...        check plans without contacting anything
   planrun report [--out DIR] RESULT.json   write the reports again from a saved result
+  planrun report --from-series [--out DIR] SERIES.jsonl
+                                       write the reports of a run that never finished
+                                       (killed, machine lost) from its series file
   planrun compare A.json B.json        two saved results side by side, with the change in percent
   planrun explain [KIND] [NAME]        what a driver, workload kind, step, collector or plan
                                        section does and every key it takes (explain kafka,
@@ -97,6 +100,7 @@ type cli struct {
 	// workloads; zero leaves the engine's defaults.
 	connectTimeout, stopTimeout time.Duration
 	readme                      string // explain --readme: the README whose tables to regenerate
+	fromSeries                  bool   // report --from-series
 	workers                     string // --workers: host:port list
 	token                       string
 	listen                      string
@@ -176,6 +180,8 @@ func parseArgs(args []string) (*cli, error) {
 			c.readme = v
 		case "--quiet", "-quiet", "-q":
 			c.quiet = true
+		case "--from-series", "-from-series":
+			c.fromSeries = true
 		case "-h", "--help", "-help":
 			c.cmd = "help"
 		default:
@@ -413,10 +419,14 @@ func keepSeries(p *plan.Plan) bool { return p.Report.Series == nil || *p.Report.
 
 func report(c *cli, stdout, stderr io.Writer) int {
 	if len(c.args) != 1 {
-		fmt.Fprintf(stderr, "planrun: report takes one saved result (a .json file written by a run)\n")
+		fmt.Fprintf(stderr, "planrun: report takes one saved result (a .json file written by a run, or with --from-series a .series.jsonl file)\n")
 		return exitBadPlan
 	}
-	res, err := results.Load(c.args[0])
+	load := results.Load
+	if c.fromSeries {
+		load = results.FromSeries
+	}
+	res, err := load(c.args[0])
 	if err != nil {
 		fmt.Fprintf(stderr, "planrun: %v\n", err)
 		return exitBadPlan
@@ -426,6 +436,15 @@ func report(c *cli, stdout, stderr io.Writer) int {
 		return exitBadPlan
 	}
 	base := filepath.Join(c.out, res.Plan)
+	if c.fromSeries {
+		// The run wrote no result: this one can be reported and compared again.
+		jpath, err := reporters.JSON{}.Write(res, base)
+		if err != nil {
+			fmt.Fprintf(stderr, "planrun: %v\n", err)
+			return exitRunFailure
+		}
+		fmt.Fprintf(stderr, "wrote %s\n", jpath)
+	}
 	path, err := reporters.Markdown{}.Write(res, base)
 	if err != nil {
 		fmt.Fprintf(stderr, "planrun: %v\n", err)

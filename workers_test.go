@@ -16,8 +16,13 @@ import (
 	"github.com/planrun/planrun/results"
 )
 
-// TestMain lets the test binary serve as a planrun worker process.
+// TestMain lets the test binary serve as a planrun worker process, or as
+// planrun itself (runChild).
 func TestMain(m *testing.M) {
+	runChild()
+	if os.Getenv(faultEnv) != "" {
+		os.Exit(kafkaFault(os.Stdout, os.Stderr))
+	}
 	if addr := os.Getenv("PLANRUN_TEST_WORKER_LISTEN"); addr != "" {
 		os.Exit(run([]string{"worker", "--listen", addr, "--token", "t0k"}, os.Stdout, os.Stderr))
 	}

@@ -3,6 +3,7 @@
 # only and on ports no default installation uses:
 #
 #   mosquitto          MQTT   127.0.0.1:18831
+#   mosquitto          MQTT   127.0.0.1:18833  (a second one that tests kill and start again)
 #   ActiveMQ 5.17      MQTT   127.0.0.1:18832
 #   redis-server       Redis  127.0.0.1:16379
 #
@@ -21,6 +22,7 @@ exec 3>&1 1>&2
 
 STATE=${PLANRUN_SERVICES_DIR:-/var/lib/planrun-services}
 MOSQUITTO_PORT=18831
+MOSQUITTO_RESTART_PORT=18833
 ACTIVEMQ_PORT=18832
 REDIS_PORT=16379
 ACTIVEMQ_BOOT_TIMEOUT=${ACTIVEMQ_BOOT_TIMEOUT:-90}
@@ -70,6 +72,7 @@ stop_pidfile() {
 
 if [[ ${1:-start} == stop ]]; then
 	stop_pidfile "$STATE/mosquitto/mosquitto.pid"
+	stop_pidfile "$STATE/mosquitto-restart/mosquitto.pid"
 	stop_pidfile "$STATE/activemq/activemq.pid"
 	stop_pidfile "$STATE/redis/redis.pid"
 	log "stopped"
@@ -79,7 +82,7 @@ fi
 [[ $(id -u) == 0 ]] || die "run as root (it installs packages)"
 
 install_packages() {
-	local pkgs=(mosquitto redis-server activemq libmqtt-client-java) missing=() p
+	local pkgs=(mosquitto mosquitto-clients redis-server activemq libmqtt-client-java) missing=() p
 	for p in "${pkgs[@]}"; do
 		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 	done
@@ -137,6 +140,42 @@ EOF
 		mosquitto -c "$dir/mosquitto.conf" -d 3>&-
 	)
 	wait_port $MOSQUITTO_PORT 20 || die "mosquitto did not start; see $dir/mosquitto.log"
+}
+
+# start_mosquitto_restart starts the mosquitto that tests kill (its pidfile)
+# and start again (the same command): $SYS topics every second, so that a
+# test reads the broker's own counters (mosquitto_sub) right after a run.
+start_mosquitto_restart() {
+	local dir=$STATE/mosquitto-restart
+	mkdir -p "$dir"
+	cat >"$dir/mosquitto.conf" <<EOF
+pid_file $dir/mosquitto.pid
+persistence false
+log_dest file $dir/mosquitto.log
+log_type error
+log_type warning
+connection_messages false
+listener $MOSQUITTO_RESTART_PORT 127.0.0.1
+allow_anonymous true
+max_queued_messages 0
+max_inflight_messages 0
+max_connections -1
+sys_interval 1
+EOF
+	if id mosquitto >/dev/null 2>&1; then
+		chown -R mosquitto: "$dir"
+	fi
+	if port_open $MOSQUITTO_RESTART_PORT; then
+		log "mosquitto (restartable): 127.0.0.1:$MOSQUITTO_RESTART_PORT already answers"
+		return 0
+	fi
+	rm -f "$dir/mosquitto.pid"
+	log "mosquitto (restartable): starting on 127.0.0.1:$MOSQUITTO_RESTART_PORT"
+	(
+		ulimit -n 65536 2>/dev/null || true
+		mosquitto -c "$dir/mosquitto.conf" -d 3>&-
+	)
+	wait_port $MOSQUITTO_RESTART_PORT 20 || die "mosquitto (restartable) did not start; see $dir/mosquitto.log"
 }
 
 start_redis() {
@@ -243,6 +282,7 @@ EOF
 install_packages
 mkdir -p "$STATE"
 start_mosquitto
+start_mosquitto_restart
 start_redis
 start_activemq
 log "all services up (state in $STATE; stop with: bash .ci/services.sh stop)"
@@ -251,4 +291,7 @@ cat >&3 <<EOF
 export PLANRUN_TEST_MOSQUITTO=tcp://127.0.0.1:$MOSQUITTO_PORT
 export PLANRUN_TEST_ACTIVEMQ=tcp://127.0.0.1:$ACTIVEMQ_PORT
 export PLANRUN_TEST_REDIS=127.0.0.1:$REDIS_PORT
+export PLANRUN_TEST_MOSQUITTO_RESTART=tcp://127.0.0.1:$MOSQUITTO_RESTART_PORT
+export PLANRUN_TEST_MOSQUITTO_RESTART_PIDFILE=$STATE/mosquitto-restart/mosquitto.pid
+export PLANRUN_TEST_MOSQUITTO_RESTART_START='mosquitto -c $STATE/mosquitto-restart/mosquitto.conf -d'
 EOF

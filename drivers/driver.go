@@ -73,6 +73,8 @@ type ProducerSpec struct {
 	Topic    string
 	Threads  int // how many goroutines will call Send concurrently
 	Options  any // the driver's produce options (ProduceOptioner), or nil; Define hands them to the driver typed
+	// Events receives the producer's connection events (may be nil: use Emit).
+	Events EventSink
 }
 
 // ConsumerSpec says what a workload wants to receive.
@@ -86,6 +88,8 @@ type ConsumerSpec struct {
 	// Instance distinguishes several consumers of one group in one process.
 	Instance string
 	Options  any
+	// Events receives the consumer's connection events (may be nil: use Emit).
+	Events EventSink
 }
 
 // Producer sends messages. Send is called from many goroutines at once and
@@ -173,6 +177,16 @@ type SubscriptionMatcher interface {
 	Matcher(spec ConsumerSpec) func(topic string) bool
 }
 
+// SubscriptionGrouper is a SubscriptionMatcher whose consumers may share
+// one subscription across workloads (MQTT $share/<group>/ subscriptions):
+// AccountingGroup returns the subscription and group name consumers are
+// accounted under, so that consumers giving the same pair form one group
+// that expects each message once. Without it a consumer is accounted under
+// its spec's Topic and Group.
+type SubscriptionGrouper interface {
+	AccountingGroup(spec ConsumerSpec) (subscription, group string)
+}
+
 // ConnectCapable is a Driver whose targets are Connectors, so the plan
 // loader can accept `connect:` workloads for it before anything is opened.
 type ConnectCapable interface {
@@ -204,6 +218,8 @@ type Connector interface {
 type ConnectSpec struct {
 	Workload string
 	Options  any
+	// Events receives the connections' events (may be nil: use Emit).
+	Events EventSink
 }
 
 // Connections are held connections; Gauges reports connected clients,
@@ -249,4 +265,21 @@ func Split(total, i, n int) (base, size int) {
 		size++
 	}
 	return base, size
+}
+
+// BrokerController is a Target that runs its broker in process (an
+// embedded broker) and can stop it and start it again on the same address,
+// so that plans test outages without an outside broker. StopBroker closes
+// every client connection, as a broker going down does; StartBroker
+// recovers what the broker keeps across restarts (a file-backed store).
+type BrokerController interface {
+	StopBroker(ctx context.Context) error
+	StartBroker(ctx context.Context) error
+}
+
+// EmbeddedConfig is a target config that says whether it starts an
+// embedded broker, so the plan loader can accept broker steps for it
+// before anything is opened.
+type EmbeddedConfig interface {
+	RunsEmbedded() bool
 }

@@ -6,6 +6,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -46,6 +47,7 @@ type Engine struct {
 	Remote Remote
 
 	mu      sync.Mutex
+	outMu   sync.Mutex // one line at a time on Out
 	current *metrics.Collector
 	secrets map[string]bool
 }
@@ -175,7 +177,11 @@ func (e *Engine) printf(format string, args ...any) {
 		e.mu.Lock()
 		secrets := e.secrets
 		e.mu.Unlock()
-		fmt.Fprint(e.Out, redact.Redact(fmt.Sprintf(format, args...), secrets))
+		line := redact.Redact(fmt.Sprintf(format, args...), secrets)
+		// Steps, progress and event lines come from different goroutines.
+		e.outMu.Lock()
+		defer e.outMu.Unlock()
+		fmt.Fprint(e.Out, line)
 	}
 }
 
@@ -206,6 +212,7 @@ func (e *Engine) executeOne(ctx context.Context, p *plan.Plan, index int, res *r
 	r.ctx = runCtx
 	setupErr := r.setup(ctx, index, res)
 	if setupErr == nil {
+		r.coll.SetSeriesHeader(seriesHeader(res, p, index, out.Label))
 		bg.Add(1)
 		go func() { defer bg.Done(); r.sample(runCtx) }()
 		for _, w := range r.works {
@@ -234,12 +241,16 @@ func (e *Engine) executeOne(ctx context.Context, p *plan.Plan, index int, res *r
 	r.closeSteps(stopCtx)
 	cancelRun()
 	bg.Wait()
+	// Events of the last, incomplete second are announced too.
+	for _, line := range r.coll.Announcements(time.Now().Add(time.Second)) {
+		r.engine.printf("%s %s\n", clock(r.coll.Start()), line)
+	}
 	out.Metrics = r.coll.Finish(time.Now())
 	for name, w := range r.works {
 		out.Kinds[name] = w.Recorder().Kind
 		out.Roles[name] = w.Recorder().Role
 	}
-	finalRates(&out.Metrics, out.Roles)
+	out.Metrics.FinalRates(out.Roles)
 	r.closeTargets()
 	for _, s := range r.samplers {
 		if err := s.Close(); err != nil {
@@ -262,20 +273,16 @@ func (e *Engine) executeOne(ctx context.Context, p *plan.Plan, index int, res *r
 	return out
 }
 
-// finalRates turns whole-run rates into averages over each workload's
-// active time (first to last message), which is what a per-run row means.
-func finalRates(s *metrics.Snapshot, roles map[string]metrics.Role) {
-	for name, st := range s.Workloads {
-		st.SendRate, st.RecvRate, st.SendMBps, st.RecvMBps = 0, 0, 0, 0
-		if st.Duration > 0 {
-			st.SendRate = float64(st.Acked) / st.Duration
-			st.RecvRate = float64(st.Received) / st.Duration
-			st.SendMBps = float64(st.BytesAcked) / st.Duration / 1e6
-			st.RecvMBps = float64(st.BytesReceived) / st.Duration / 1e6
-		}
-		st.FillRate(roles[name])
-		s.Workloads[name] = st
-	}
+// seriesHeader opens the run's lines in the series file: the result as
+// far as it is known before the run, so that a report can be made from
+// the file alone.
+func seriesHeader(res *results.Result, p *plan.Plan, index int, label string) metrics.SeriesHeader {
+	head := *res
+	head.Runs, head.Tables = nil, nil
+	head.Targets = append([]results.Target(nil), res.Targets...)
+	redact.RedactAll(&head, p.Secrets)
+	info, _ := json.Marshal(&head)
+	return metrics.SeriesHeader{Result: info, Index: index, Label: label}
 }
 
 func (r *Run) setup(ctx context.Context, index int, res *results.Result) error {
@@ -619,6 +626,11 @@ func (r *Run) sample(ctx context.Context) {
 			return
 		case now := <-t.C:
 			r.coll.Sample(now)
+			// Connection events are announced as they happen, counted per
+			// second, whatever the progress interval.
+			for _, line := range r.coll.Announcements(now) {
+				r.engine.printf("%s %s\n", clock(r.coll.Start()), line)
+			}
 		}
 	}
 }

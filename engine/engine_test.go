@@ -248,7 +248,7 @@ report:
 // has finished ends the phase at once, so the phase rate (acked over the
 // phase's end - start) is within 0.1% of the producer's own rate as the
 // report defines it: acked / duration, duration being last_at - first_at
-// (first to last ack; metrics.Stats.Duration, engine.finalRates).
+// (first to last ack; metrics.Stats.Duration, metrics.Snapshot.FinalRates).
 // 50,500 messages at 5,000/s take 10.1 s, so the producer finishes between
 // two 200 ms polls; a run this long keeps the few milliseconds of opening
 // and closing a phase (more under the race detector) well inside 0.1%.

@@ -48,6 +48,10 @@ type Stats struct {
 	Backlog       Backlog            `json:"backlog" expr:"backlog"`
 	Lag           int64              `json:"lag" expr:"lag"`
 	Gauges        map[string]float64 `json:"gauges,omitempty" expr:"gauges"`
+	// Events counts connection events; Outage sums up the time some of
+	// the workload's connections were down.
+	Events EventStats  `json:"events" expr:"events"`
+	Outage OutageStats `json:"outage" expr:"outage"`
 }
 
 // Point is one per-second sample of a workload.
@@ -131,15 +135,9 @@ type Collector struct {
 	extraTS []ExtraPoint
 	sink    *json.Encoder
 	label   string
-}
-
-// SeriesLine is one line of the series file written while a run goes on,
-// so that a run killed without warning still leaves its figures behind.
-type SeriesLine struct {
-	Run      string `json:"run,omitempty"`
-	Workload string `json:"workload,omitempty"`
-	Point
-	Extra map[string]float64 `json:"extra,omitempty"`
+	// header opens the sink's lines of this run (see series.go).
+	header     *SeriesHeader
+	headerDone bool
 }
 
 // SetSink makes every sample also go to w as JSON lines, tagged with the
@@ -204,6 +202,7 @@ func (c *Collector) Sample(now time.Time) {
 }
 
 func (c *Collector) sampleLocked(now time.Time, extra map[string]float64) {
+	c.writeHeaderLocked()
 	ts := now.Sub(c.start).Seconds()
 	for _, t := range c.tracks {
 		cur := t.rec.Counters()
@@ -229,6 +228,15 @@ func (c *Collector) sampleLocked(now time.Time, extra map[string]float64) {
 		t.run.merge(iv)
 		p := Point{T: ts, Interval: interval, Phase: c.cur.Name, SendRate: t.sendRate, RecvRate: t.recvRate, SendMBps: t.sendMBps, RecvMBps: t.recvMBps,
 			P99: Summarize(iv.send).P99, E2EP99: Summarize(iv.e2e).P99, Backlog: t.rec.backlogValue(), Lag: t.rec.lag.Load(), Gauges: t.rec.gaugeValues()}
+		if c.sink != nil {
+			// A flush right after another (at a phase change) has no point
+			// of its own, but what it measured goes to the file all the same.
+			line := SeriesLine{Run: c.label, Workload: t.rec.Name, Point: Point{T: ts, Phase: c.cur.Name}, State: c.stateLocked(t, cur, iv)}
+			if interval > 0 {
+				line.Point = p
+			}
+			_ = c.sink.Encode(line)
+		}
 		hdrPool.Put(iv.send)
 		hdrPool.Put(iv.e2e)
 		if interval == 0 {
@@ -237,9 +245,6 @@ func (c *Collector) sampleLocked(now time.Time, extra map[string]float64) {
 			continue
 		}
 		t.series = append(t.series, p)
-		if c.sink != nil {
-			_ = c.sink.Encode(SeriesLine{Run: c.label, Workload: t.rec.Name, Point: p})
-		}
 	}
 	if extra != nil {
 		c.extra = extra
@@ -247,15 +252,20 @@ func (c *Collector) sampleLocked(now time.Time, extra map[string]float64) {
 		if c.sink != nil {
 			_ = c.sink.Encode(SeriesLine{Run: c.label, Point: Point{T: ts, Phase: c.cur.Name}, Extra: extra})
 		}
-		for k, v := range extra {
-			for _, m := range []map[string]*Gauge{c.runExt, c.phExt} {
-				g := m[k]
-				if g == nil {
-					g = &Gauge{}
-					m[k] = g
-				}
-				g.add(v)
+		addGauges(extra, c.runExt, c.phExt)
+	}
+}
+
+// addGauges adds each extra figure's sample to its gauge in every window.
+func addGauges(extra map[string]float64, windows ...map[string]*Gauge) {
+	for k, v := range extra {
+		for _, m := range windows {
+			g := m[k]
+			if g == nil {
+				g = &Gauge{}
+				m[k] = g
 			}
+			g.add(v)
 		}
 	}
 }
@@ -272,7 +282,11 @@ func (c *Collector) StartPhase(name string, now time.Time) {
 	}
 	c.cur = Phase{Name: name, Start: now.Sub(c.start).Seconds()}
 	c.curAt = now
+	if c.sink != nil && c.headerDone {
+		_ = c.sink.Encode(SeriesLine{Run: c.label, Point: Point{T: c.cur.Start}, Begins: &name})
+	}
 	for _, t := range c.tracks {
+		t.rec.setPhase(name)
 		t.phase = newHists()
 		t.phaseStart = t.rec.Counters()
 		t.phaseMax = [2]float64{}
@@ -298,14 +312,10 @@ func (c *Collector) closePhaseLocked(now time.Time) Phase {
 	for _, t := range c.tracks {
 		d := t.rec.Counters().Sub(t.phaseStart)
 		s := c.statsLocked(t, d, t.phase)
-		if dur > 0 {
-			s.SendRate = float64(d.Acked) / dur
-			s.RecvRate = float64(d.Received) / dur
-			s.SendMBps = float64(d.BytesAcked) / dur / 1e6
-			s.RecvMBps = float64(d.BytesReceived) / dur / 1e6
-		}
+		s.setRates(d, dur)
 		s.MaxSendRate, s.MaxRecvRate = t.phaseMax[0], t.phaseMax[1]
 		s.FillRate(t.rec.Role)
+		s.Outage = outageStats(t.rec.outageList(c.start, now), p.Start, p.End)
 		p.Workloads[t.rec.Name] = s
 	}
 	p.Extra = gaugeCopy(c.phExt)
@@ -333,6 +343,8 @@ func (c *Collector) statsLocked(t *track, d Counters, h hists) Stats {
 		Latency: Summarize(h.send), E2E: Summarize(h.e2e),
 		LastLatency: float64(r.lastLatency.Load()) / 1e6,
 		Backlog:     r.backlogValue(), Lag: r.lag.Load(), Lost: r.lostValue(), Gauges: r.gaugeValues(),
+		Events: EventStats{Disconnects: d.Disconnects, Reconnects: d.Reconnects, SendErrors: d.SendErrors,
+			ReceiveErrors: d.ReceiveErrors, Rebalances: d.Rebalances},
 	}
 	if f := r.firstNanos.Load(); f != 0 {
 		s.FirstAt = time.Unix(0, f).Sub(c.start).Seconds()
@@ -340,6 +352,18 @@ func (c *Collector) statsLocked(t *track, d Counters, h hists) Stats {
 		s.Duration = s.LastAt - s.FirstAt
 	}
 	return s
+}
+
+// setRates sets the send and receive rates of d over dur seconds (zero
+// when dur is not positive).
+func (s *Stats) setRates(d Counters, dur float64) {
+	s.SendRate, s.RecvRate, s.SendMBps, s.RecvMBps = 0, 0, 0, 0
+	if dur > 0 {
+		s.SendRate = float64(d.Acked) / dur
+		s.RecvRate = float64(d.Received) / dur
+		s.SendMBps = float64(d.BytesAcked) / dur / 1e6
+		s.RecvMBps = float64(d.BytesReceived) / dur / 1e6
+	}
 }
 
 // FillRate sets rate to what the workload is for: sends for workloads that
@@ -364,6 +388,10 @@ type Snapshot struct {
 	ExtraRun    map[string]Gauge   `json:"extra_run,omitempty"`
 	Series      map[string][]Point `json:"series,omitempty"`
 	ExtraSeries []ExtraPoint       `json:"extra_series,omitempty"`
+	// Events are the workloads' connection events counted per second, in
+	// time order; Outages the stretches with connections down.
+	Events  []EventCount `json:"events,omitempty"`
+	Outages []Outage     `json:"outages,omitempty"`
 }
 
 // Snapshot reads the live figures: counts since the run started, rates of
@@ -377,8 +405,12 @@ func (c *Collector) Snapshot(now time.Time, withSeries bool) Snapshot {
 		st.SendRate, st.RecvRate, st.SendMBps, st.RecvMBps = t.sendRate, t.recvRate, t.sendMBps, t.recvMBps
 		st.MaxSendRate, st.MaxRecvRate = maxOf(t.series, true), maxOf(t.series, false)
 		st.FillRate(t.rec.Role)
+		outs := t.rec.outageList(c.start, now)
+		st.Outage = outageStats(outs, 0, s.Elapsed)
 		s.Workloads[t.rec.Name] = st
 		s.Order = append(s.Order, t.rec.Name)
+		s.Outages = append(s.Outages, outs...)
+		s.Events = append(s.Events, t.rec.eventCounts(c.start)...)
 		if withSeries {
 			if s.Series == nil {
 				s.Series = map[string][]Point{}
@@ -386,6 +418,8 @@ func (c *Collector) Snapshot(now time.Time, withSeries bool) Snapshot {
 			s.Series[t.rec.Name] = append([]Point(nil), t.series...)
 		}
 	}
+	sort.SliceStable(s.Events, func(i, j int) bool { return s.Events[i].T < s.Events[j].T })
+	sort.SliceStable(s.Outages, func(i, j int) bool { return s.Outages[i].Start < s.Outages[j].Start })
 	s.Phases = append([]Phase(nil), c.phases...)
 	s.Phase = c.closePhaseLocked(now)
 	if c.extra != nil {
@@ -428,6 +462,19 @@ func maxOf(ps []Point, send bool) float64 {
 		}
 	}
 	return m
+}
+
+// Announcements returns the progress lines of connection events since the
+// previous call (see Recorder.announce), for every workload.
+func (c *Collector) Announcements(now time.Time) []string {
+	c.mu.Lock()
+	tracks := append([]*track(nil), c.tracks...)
+	c.mu.Unlock()
+	var lines []string
+	for _, t := range tracks {
+		lines = append(lines, t.rec.announce(c.start, now)...)
+	}
+	return lines
 }
 
 // PhaseNames lists phase names in order, for reports.

@@ -42,6 +42,14 @@ type Recorder struct {
 	backlog                   atomic.Pointer[func() Backlog]
 	lag                       atomic.Int64 // broker-reported lag, -1 unknown
 	lost                      atomic.Pointer[func() int64]
+
+	// Connection events: counts, the latest outage's bounds (unix nanos,
+	// outEnd 0 while it lasts) and acked sends intended during outages.
+	disconnects, reconnects   atomic.Int64
+	sendErrors, receiveErrors atomic.Int64
+	rebalances, outDelayed    atomic.Int64
+	outStart, outEnd          atomic.Int64
+	events                    eventLog
 }
 
 // NewRecorder returns a recorder for one workload.
@@ -88,6 +96,9 @@ func (r *Recorder) Acked(bytes int, latency time.Duration, now time.Time) {
 	r.acked.Add(1)
 	r.bytesAcked.Add(int64(bytes))
 	r.SendLatency.Record(latency)
+	if r.outStart.Load() != 0 && r.inOutage(now.UnixNano()-int64(latency)) {
+		r.outDelayed.Add(1)
+	}
 	// first_at/last_at time what a workload is for: sends for producers,
 	// receipts for consumers and relays (a hop's "time to receive all N").
 	if r.Role.Produces() {
@@ -145,6 +156,14 @@ type Counters struct {
 	BytesReceived int64 `json:"bytes_received"`
 	Duplicates    int64 `json:"duplicates"`
 	Reordered     int64 `json:"reordered"`
+	// Connection events (see Event) and sends acked late because of an
+	// outage.
+	Disconnects   int64 `json:"disconnects,omitempty"`
+	Reconnects    int64 `json:"reconnects,omitempty"`
+	SendErrors    int64 `json:"send_errors,omitempty"`
+	ReceiveErrors int64 `json:"receive_errors,omitempty"`
+	Rebalances    int64 `json:"rebalances,omitempty"`
+	OutageDelayed int64 `json:"outage_delayed,omitempty"`
 }
 
 // Sub returns c - o, field by field.
@@ -154,6 +173,9 @@ func (c Counters) Sub(o Counters) Counters {
 		Received: c.Received - o.Received, Untracked: c.Untracked - o.Untracked,
 		BytesAcked: c.BytesAcked - o.BytesAcked, BytesReceived: c.BytesReceived - o.BytesReceived,
 		Duplicates: c.Duplicates - o.Duplicates, Reordered: c.Reordered - o.Reordered,
+		Disconnects: c.Disconnects - o.Disconnects, Reconnects: c.Reconnects - o.Reconnects,
+		SendErrors: c.SendErrors - o.SendErrors, ReceiveErrors: c.ReceiveErrors - o.ReceiveErrors,
+		Rebalances: c.Rebalances - o.Rebalances, OutageDelayed: c.OutageDelayed - o.OutageDelayed,
 	}
 }
 
@@ -164,6 +186,9 @@ func (r *Recorder) Counters() Counters {
 		Received: r.received.Load(), Untracked: r.untracked.Load(),
 		BytesAcked: r.bytesAcked.Load(), BytesReceived: r.bytesReceived.Load(),
 		Duplicates: r.duplicates.Load(), Reordered: r.reordered.Load(),
+		Disconnects: r.disconnects.Load(), Reconnects: r.reconnects.Load(),
+		SendErrors: r.sendErrors.Load(), ReceiveErrors: r.receiveErrors.Load(),
+		Rebalances: r.rebalances.Load(), OutageDelayed: r.outDelayed.Load(),
 	}
 }
 

@@ -22,6 +22,9 @@ type Delta struct {
 	// LastLatency is the end-to-end latency of the last received message,
 	// in nanoseconds.
 	LastLatency int64
+	// Events are the connection events recorded since the previous delta,
+	// on the clock of the process that took it.
+	Events []ConnEvent `json:",omitempty"`
 }
 
 // TakeDelta returns what was counted since prev and moves prev on. The
@@ -29,7 +32,7 @@ type Delta struct {
 // also feed a Collector.
 func (r *Recorder) TakeDelta(prev *Counters) (Delta, error) {
 	cur := r.Counters()
-	d := Delta{Counters: cur.Sub(*prev), First: r.firstNanos.Load(), Last: r.lastNanos.Load(), LastLatency: r.lastLatency.Load()}
+	d := Delta{Counters: cur.Sub(*prev), First: r.firstNanos.Load(), Last: r.lastNanos.Load(), LastLatency: r.lastLatency.Load(), Events: r.takeEvents()}
 	*prev = cur
 	var err error
 	if d.Send, err = encodeDrained(r.SendLatency); err != nil {
@@ -67,6 +70,12 @@ func (r *Recorder) ApplyDelta(d Delta, offset int64) error {
 	r.bytesReceived.Add(c.BytesReceived)
 	r.duplicates.Add(c.Duplicates)
 	r.reordered.Add(c.Reordered)
+	// Replayed events count the event counters themselves.
+	r.outDelayed.Add(c.OutageDelayed)
+	for _, e := range d.Events {
+		e.At -= offset
+		r.Event(e)
+	}
 	if d.First != 0 {
 		first := d.First - offset
 		for {

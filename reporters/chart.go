@@ -129,6 +129,7 @@ func ChartPNG(w io.Writer, title string, run *results.Run) error {
 	for i, p := range panels {
 		p.X.Min, p.X.Max = 0, max(end, 1)
 		p.Add(phaseMarks{phases: run.Metrics.Phases, labels: i == 0})
+		p.Add(eventMarks{outages: run.Metrics.Outages, events: run.Metrics.Events, labels: i == 0})
 		if i == len(panels)-1 {
 			p.X.Label.Text = "seconds since the start"
 		}
@@ -277,5 +278,48 @@ func (m phaseMarks) Plot(c draw.Canvas, p *plot.Plot) {
 		if m.labels {
 			c.FillText(label, vg.Point{X: x + vg.Points(3), Y: c.Max.Y - vg.Points(2)}, ph.Name)
 		}
+	}
+}
+
+// eventMarks shades each outage (connections down) across the panel and
+// ticks every second with connection events along its bottom edge; with
+// labels set, the first outage of each workload is named.
+type eventMarks struct {
+	outages []metrics.Outage
+	events  []metrics.EventCount
+	labels  bool
+}
+
+var (
+	outageFill = color.NRGBA{R: 220, G: 40, B: 40, A: 40}
+	eventTick  = color.NRGBA{R: 200, G: 30, B: 30, A: 255}
+)
+
+func (m eventMarks) Plot(c draw.Canvas, p *plot.Plot) {
+	trX, _ := p.Transforms(&c)
+	clip := func(x float64) float64 { return min(max(x, p.X.Min), p.X.Max) }
+	label := p.X.Tick.Label
+	label.Font.Size = vg.Points(9)
+	label.Color = eventTick
+	label.XAlign, label.YAlign = text.XLeft, text.YBottom
+	named := map[string]bool{}
+	for _, o := range m.outages {
+		a, b := trX(clip(o.Start)), trX(clip(o.End))
+		if b-a < vg.Points(2) {
+			b = a + vg.Points(2)
+		}
+		c.FillPolygon(outageFill, []vg.Point{{X: a, Y: c.Min.Y}, {X: b, Y: c.Min.Y}, {X: b, Y: c.Max.Y}, {X: a, Y: c.Max.Y}})
+		if m.labels && !named[o.Workload] {
+			named[o.Workload] = true
+			c.FillText(label, vg.Point{X: a + vg.Points(3), Y: c.Min.Y + vg.Points(3)}, fmt.Sprintf("%s: %d down", o.Workload, o.Clients))
+		}
+	}
+	tick := draw.LineStyle{Color: eventTick, Width: vg.Points(2)}
+	for _, e := range m.events {
+		if e.T < p.X.Min || e.T > p.X.Max {
+			continue
+		}
+		x := trX(e.T + 0.5) // the middle of the second it counts
+		c.StrokeLine2(tick, x, c.Min.Y, x, c.Min.Y+vg.Points(6))
 	}
 }

@@ -97,6 +97,17 @@ func syntheticRun(label string, scale float64) results.Run {
 		ExtraRun:    map[string]metrics.Gauge{"host.cpu": {Avg: 55 * scale, Max: 100}},
 		Series:      series,
 		ExtraSeries: extra,
+		// A broker restart in the steady phase: the producer's 3 clients
+		// drop at 5 s and are back by 8 s; sends time out meanwhile.
+		Events: []metrics.EventCount{
+			{T: 5, Workload: "producer", Event: "disconnected", Reason: "connection closed", Count: 3, Of: 3},
+			{T: 6, Workload: "producer", Event: "send_error", Reason: "timeout", Count: 4},
+			{T: 7, Workload: "producer", Event: "send_error", Reason: "timeout", Count: 2},
+			{T: 8, Workload: "producer", Event: "reconnected", Count: 3, Of: 3},
+			{T: 9, Workload: "consumer", Event: "rebalance", Reason: "3 partitions assigned", Count: 1},
+		},
+		Outages: []metrics.Outage{{Workload: "producer", Phase: "steady", Start: 5.2, End: 8.4, Ended: true, Clients: 3, Of: 3,
+			Disconnects: 3, Reconnects: 3, Reason: "connection closed", Failed: 6, Delayed: 120}},
 	}
 	run.Asserts = []results.Assert{
 		{Step: "line 30", Expr: "producer.rate > 100", Passed: true},
@@ -215,8 +226,21 @@ func TestChart(t *testing.T) {
 			}
 		}
 	}
-	// Only producers: one panel for rates, one for latency.
+	// The outage is shaded: the chart differs from one without it.
 	res := syntheticResult([]string{""}, 1)
+	var with, without bytes.Buffer
+	if err := ChartPNG(&with, "t", &res.Runs[0]); err != nil {
+		t.Fatal(err)
+	}
+	res.Runs[0].Metrics.Outages, res.Runs[0].Metrics.Events = nil, nil
+	if err := ChartPNG(&without, "t", &res.Runs[0]); err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Equal(with.Bytes(), without.Bytes()) {
+		t.Error("the chart does not show the outage and the events")
+	}
+	// Only producers: one panel for rates, one for latency.
+	res = syntheticResult([]string{""}, 1)
 	res.Runs[0].Kinds = map[string]string{"producer": "produce"}
 	delete(res.Runs[0].Metrics.Series, "consumer")
 	delete(res.Runs[0].Metrics.Series, "mirror")

@@ -123,25 +123,12 @@ func Render(w io.Writer, res *results.Result) {
 			}
 			fmt.Fprint(w, "\n\n")
 		}
-		if h, rows := ProduceTable(&run); len(rows) > 0 {
-			fmt.Fprintf(w, "Produce (latency from intended send time to broker ack, ms):\n\n")
-			Table(w, h, rows)
-			fmt.Fprintln(w)
-		}
-		if h, rows := ConsumeTable(&run); len(rows) > 0 {
-			fmt.Fprintf(w, "Consume (end-to-end latency from intended send time to receipt, ms):\n\n")
-			Table(w, h, rows)
-			fmt.Fprintln(w)
-		}
-		if h, rows := GaugeTable(&run); len(rows) > 0 {
-			fmt.Fprintf(w, "Driver figures at the end of each phase (connections, in flight...):\n\n")
-			Table(w, h, rows)
-			fmt.Fprintln(w)
-		}
-		if h, rows := ExtraTable(&run); len(rows) > 0 {
-			fmt.Fprintf(w, "Collected figures (phase average / max):\n\n")
-			Table(w, h, rows)
-			fmt.Fprintln(w)
+		for _, sec := range runSections {
+			if h, rows := sec.table(&run); len(rows) > 0 {
+				fmt.Fprintf(w, "%s:\n\n", sec.intro)
+				Table(w, h, rows)
+				fmt.Fprintln(w)
+			}
 		}
 		if len(run.Probes) > 0 {
 			keys := make([]string, 0, len(run.Probes))
@@ -172,6 +159,20 @@ func Render(w io.Writer, res *results.Result) {
 			fmt.Fprintln(w)
 		}
 	}
+}
+
+// runSections are the tables of each run, in order, with the line that
+// introduces them.
+var runSections = []struct {
+	intro string
+	table func(*results.Run) ([]string, [][]string)
+}{
+	{"Produce (latency from intended send time to broker ack, ms)", ProduceTable},
+	{"Consume (end-to-end latency from intended send time to receipt, ms)", ConsumeTable},
+	{"Driver figures at the end of each phase (connections, in flight...)", GaugeTable},
+	{"Events (connections lost and back, errors, rebalances; seconds since the start)", EventsTable},
+	{"Outages (time with connections down; sends that failed during it or were acked late because of it)", OutageTable},
+	{"Collected figures (phase average / max)", ExtraTable},
 }
 
 func orDefault(s, d string) string {
@@ -324,4 +325,89 @@ func GaugeTable(run *results.Run) ([]string, [][]string) {
 		}
 	}
 	return []string{"phase", "workload", "figures"}, rows
+}
+
+// clockS formats seconds since the start as hh:mm:ss.
+func clockS(s float64) string {
+	n := max(int64(s), 0)
+	return fmt.Sprintf("%02d:%02d:%02d", n/3600, n/60%60, n%60)
+}
+
+// EventsTable is a row per workload, event and reason, and run of
+// consecutive seconds in which it happened: a broker down for a minute
+// makes one row of send errors, not sixty.
+func EventsTable(run *results.Run) ([]string, [][]string) {
+	header := []string{"time", "workload", "event", "count"}
+	type key struct{ workload, event, reason string }
+	type span struct {
+		from, to float64
+		count    int64
+		of       int
+	}
+	open := map[key]*span{}
+	var order []key
+	var spans []span
+	var keys []key
+	flush := func(k key) {
+		if sp := open[k]; sp != nil {
+			spans = append(spans, *sp)
+			keys = append(keys, k)
+			delete(open, k)
+		}
+	}
+	for _, e := range run.Metrics.Events {
+		k := key{e.Workload, e.Event, e.Reason}
+		if sp := open[k]; sp != nil && e.T <= sp.to+1 {
+			sp.to, sp.count, sp.of = e.T, sp.count+e.Count, max(sp.of, e.Of)
+			continue
+		}
+		flush(k)
+		open[k] = &span{from: e.T, to: e.T, count: e.Count, of: e.Of}
+		order = append(order, k)
+	}
+	for _, k := range order {
+		flush(k)
+	}
+	idx := make([]int, len(spans))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.SliceStable(idx, func(a, b int) bool { return spans[idx[a]].from < spans[idx[b]].from })
+	var rows [][]string
+	for _, i := range idx {
+		sp, k := spans[i], keys[i]
+		when := clockS(sp.from)
+		if sp.to > sp.from {
+			when += "-" + clockS(sp.to)
+		}
+		what := strings.ReplaceAll(k.event, "_", " ")
+		if k.reason != "" {
+			what += " (" + k.reason + ")"
+		}
+		count := I(sp.count)
+		if (k.event == metrics.EventDisconnected || k.event == metrics.EventReconnected) && sp.of > 1 {
+			count += " of " + strconv.Itoa(sp.of)
+		}
+		rows = append(rows, []string{when, k.workload, what, count})
+	}
+	return header, rows
+}
+
+// OutageTable is a row per outage of a workload, in the phase it began in.
+func OutageTable(run *results.Run) ([]string, [][]string) {
+	header := []string{"phase", "workload", "from", "to", "seconds", "clients down", "reconnected", "reason", "sends failed", "sends delayed"}
+	var rows [][]string
+	for _, o := range run.Metrics.Outages {
+		to := clockS(o.End)
+		if !o.Ended {
+			to += " (still down at the end)"
+		}
+		down := strconv.Itoa(o.Clients)
+		if o.Of > 1 {
+			down += " of " + strconv.Itoa(o.Of)
+		}
+		rows = append(rows, []string{phaseName(o.Phase), o.Workload, clockS(o.Start), to, F(o.Duration(), 1), down, I(o.Reconnects),
+			o.Reason, I(o.Failed), I(o.Delayed)})
+	}
+	return header, rows
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"gopkg.in/yaml.v3"
+
 	"github.com/planrun/planrun/drivers"
 	"github.com/planrun/planrun/plan"
 	"github.com/planrun/planrun/yamldecode"
@@ -26,16 +28,26 @@ type Probe struct {
 
 // Check checks the target and the result name.
 func (p *Probe) Check(c *plan.CheckContext) {
-	if p.Target != "" && c.Plan.Target(p.Target) == nil {
-		var names []string
-		for _, t := range c.Plan.Targets {
-			names = append(names, t.Name)
-		}
-		c.Errs.At(c.Node, "probe: unknown target %q%s; targets are: %s", p.Target, yamldecode.Suggest(p.Target, names), strings.Join(names, ", "))
+	if p.Target != "" {
+		knownTarget(c, c.Node, "probe", p.Target)
 	}
 	if p.As != "" && !validIdent(p.As) {
 		c.Errs.At(c.Node, "probe: as: %q must be a name of letters, digits and _ (expressions use probes.%s)", p.As, p.As)
 	}
+}
+
+// knownTarget returns the plan's target of that name, or reports at n that
+// there is none, naming the ones there are.
+func knownTarget(c *plan.CheckContext, n *yaml.Node, step, name string) *plan.TargetDef {
+	if t := c.Plan.Target(name); t != nil {
+		return t
+	}
+	var names []string
+	for _, t := range c.Plan.Targets {
+		names = append(names, t.Name)
+	}
+	c.Errs.At(n, "%s: unknown target %q%s; targets are: %s", step, name, yamldecode.Suggest(name, names), strings.Join(names, ", "))
+	return nil
 }
 
 func validIdent(s string) bool {

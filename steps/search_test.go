@@ -29,6 +29,8 @@ steps:
     precision: 0.05
     settle: 1s
     trial: 5s
+    # the test machine runs other tests at once
+    tolerance: 0.03
   - assert: search.top.rate > 0 && search.top.trials >= 3
   - stop: all
 report:

@@ -37,7 +37,7 @@ func (c *Connect) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	conns, err := conn.Connect(wctx, drivers.ConnectSpec{Workload: c.name, Options: c.opts})
+	conns, err := conn.Connect(wctx, drivers.ConnectSpec{Workload: c.name, Options: c.opts, Events: newSink(c.rec, 0, 1)})
 	if err != nil {
 		c.finish()
 		return fmt.Errorf("workload %q: %w", c.name, err)

@@ -80,12 +80,14 @@ func (r *Relay) Start(ctx context.Context) error {
 	if r.spec.Count > 0 && r.relayed.Load() >= r.spec.Count {
 		return nil
 	}
-	dp, err := r.dst.NewProducer(ctx, drivers.ProducerSpec{Workload: r.name, Topic: r.to.Topic, Threads: r.spec.Threads, Options: r.toOpts})
+	dp, err := r.dst.NewProducer(ctx, drivers.ProducerSpec{Workload: r.name, Topic: r.to.Topic, Threads: r.spec.Threads, Options: r.toOpts,
+		Events: newSink(r.rec, 0, 1)})
 	if err != nil {
 		return fmt.Errorf("workload %q: publishing side: %w", r.name, err)
 	}
 	dc, err := r.src.NewConsumer(ctx, drivers.ConsumerSpec{Workload: r.name, Topic: r.from.Topic, Group: r.from.Group,
-		FromLatest: r.from.From == "latest", Instance: fmt.Sprintf("%s-%d", r.name, r.starts), Options: r.fromOpts})
+		FromLatest: r.from.From == "latest", Instance: fmt.Sprintf("%s-%d", r.name, r.starts), Options: r.fromOpts,
+		Events: newSink(r.rec, sideStride, 1)})
 	if err != nil {
 		_ = dp.Close()
 		return fmt.Errorf("workload %q: receiving side: %w", r.name, err)
@@ -160,6 +162,7 @@ func (r *Relay) publish(ctx context.Context, dp drivers.Producer, it relayed, st
 			return
 		}
 		r.rec.Failed()
+		sendFailed(newSink(r.rec, 0, 1), err)
 		if r.warned.CompareAndSwap(false, true) {
 			r.env.Warn(fmt.Sprintf("workload %q: publish failed: %v (further failures are counted, not printed)", r.name, err))
 		}

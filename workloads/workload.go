@@ -202,7 +202,8 @@ func (p *Producer) Start(ctx context.Context) error {
 			return nil // already sent all it was asked to
 		}
 	}
-	dp, err := p.target.NewProducer(ctx, drivers.ProducerSpec{Workload: p.name, Topic: p.spec.Topic, Threads: p.spec.Threads, Options: p.opts})
+	dp, err := p.target.NewProducer(ctx, drivers.ProducerSpec{Workload: p.name, Topic: p.spec.Topic, Threads: p.spec.Threads, Options: p.opts,
+		Events: newSink(p.rec, 0, 1)})
 	if err != nil {
 		return fmt.Errorf("workload %q: %w", p.name, err)
 	}
@@ -364,6 +365,7 @@ func (p *Producer) loop(ctx, flight context.Context, dp drivers.Producer, pacer 
 				return // abandoned at a stop that timed out: neither acked nor failed
 			}
 			p.rec.Failed()
+			sendFailed(newSink(p.rec, 0, 1), err)
 			if p.warnedOnce.CompareAndSwap(false, true) {
 				p.env.Warn(fmt.Sprintf("workload %q: send failed: %v (further failures are counted, not printed)", p.name, err))
 			}
@@ -418,7 +420,8 @@ func (c *Consumer) Start(ctx context.Context) error {
 	var dcs []drivers.Consumer
 	for i := range c.spec.Consumers {
 		dc, err := c.target.NewConsumer(ctx, drivers.ConsumerSpec{Workload: c.name, Topic: c.spec.Topic, Group: c.spec.Group,
-			FromLatest: c.spec.From == "latest", Instance: fmt.Sprintf("%s-%d-%d", c.name, c.startCount, c.spec.InstanceBase+i), Options: c.opts})
+			FromLatest: c.spec.From == "latest", Instance: fmt.Sprintf("%s-%d-%d", c.name, c.startCount, c.spec.InstanceBase+i), Options: c.opts,
+			Events: newSink(c.rec, (c.spec.InstanceBase+i)*sideStride, c.spec.Consumers)})
 		if err != nil {
 			for _, d := range dcs {
 				_ = d.Close()
@@ -444,6 +447,7 @@ func (c *Consumer) Start(ctx context.Context) error {
 		go func() {
 			defer wg.Done()
 			if err := dc.Run(wctx, handle); err != nil && !errors.Is(err, context.Canceled) && wctx.Err() == nil {
+				drivers.Emit(newSink(c.rec, 0, 1), drivers.Event{Kind: drivers.ReceiveError, Reason: drivers.Reason(err)})
 				c.env.Fail(fmt.Errorf("workload %q: %w", c.name, err))
 			}
 		}()
@@ -464,13 +468,18 @@ func (c *Consumer) Start(ctx context.Context) error {
 
 // subscribe returns the accounting group of a consumer spec: the target
 // says which concrete topics its subscription covers (MQTT wildcards and
-// shared subscriptions); without that ability, the topic named alone.
+// shared subscriptions) and which consumers share one group; without those
+// abilities, the topic named alone and the spec's group.
 func subscribe(a *Accounting, target drivers.Target, targetName string, spec drivers.ConsumerSpec) *Group {
 	var match func(string) bool
 	if sm, ok := drivers.As[drivers.SubscriptionMatcher](target); ok {
 		match = sm.Matcher(spec)
 	}
-	return a.Group(GroupKey{Target: targetName, Subscription: spec.Topic, Group: spec.Group}, match)
+	key := GroupKey{Target: targetName, Subscription: spec.Topic, Group: spec.Group}
+	if sg, ok := drivers.As[drivers.SubscriptionGrouper](target); ok {
+		key.Subscription, key.Group = sg.AccountingGroup(spec)
+	}
+	return a.Group(key, match)
 }
 
 // concreteTopic is where m went: the producer resolves topic templates.

@@ -5,7 +5,8 @@
 // clients publish at a fixed rate:
 //
 //	go run ./bench/mqtt-connections                      # embedded broker
-//	go run ./bench/mqtt-connections -url tcp://127.0.0.1:18831 -counts 1000,10000
+//	go run ./bench/mqtt-connections -url tcp://127.0.0.1:18831 -counts 1000,10000 \
+//	    -broker-pid $(cat /var/lib/planrun-services/mosquitto/mosquitto.pid)
 //
 // Without -url the embedded broker runs in a child process, so the memory
 // and CPU figures are the client's alone. For each count and client, one
@@ -57,6 +58,7 @@ func main() {
 	size := flag.Int("size", 100, "message size in bytes")
 	sources := flag.String("source-addrs", "127.0.0.1,127.0.0.2,127.0.0.3,127.0.0.4", "local addresses to spread connections over (loopback brokers only; empty: the default)")
 	serve := flag.Bool("serve-broker", false, "internal: run the embedded broker and print its address")
+	brokerPid := flag.Int("broker-pid", 0, "pid of the broker process, to report its CPU time per connection too (the embedded broker's child is read by itself)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the client to this file")
 	memProfile := flag.String("memprofile", "", "write a heap profile, taken when the last measurement's clients are connected and idle, to this file")
 	flag.Parse()
@@ -79,7 +81,7 @@ func main() {
 	where := target
 	if target == "" {
 		var stop func()
-		target, stop = startChildBroker()
+		target, *brokerPid, stop = startChildBroker()
 		defer stop()
 		where = "embedded mochi-mqtt " + embedded.Version + " (child process) at " + target
 	}
@@ -120,7 +122,7 @@ func main() {
 		defer tg.Close()
 		targets[k] = tg
 	}
-	b := bench{memProfile: *memProfile, keepAlive: *keepAlive, rate: *rate, settle: *settle, msgRate: *msgRate, duration: *duration,
+	b := bench{brokerPid: *brokerPid, memProfile: *memProfile, keepAlive: *keepAlive, rate: *rate, settle: *settle, msgRate: *msgRate, duration: *duration,
 		payload: make([]byte, *size)}
 
 	// Warm up: the Go runtime keeps goroutine descriptors and stack memory
@@ -141,15 +143,16 @@ func main() {
 		}
 	}
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "clients\tclient\tconnect/s\theap KiB/conn\tstacks KiB/conn\tRSS KiB/conn\tgoroutines/conn\tmsg/s\tCPU us/msg\tof it sys\tcores\tp99 ms\tfailed\tdisconnect s\t")
+	fmt.Fprintln(w, "clients\tclient\tconnect/s\tclient CPU us/conn\tbroker CPU us/conn\theap KiB/conn\tstacks KiB/conn\tRSS KiB/conn\tgoroutines/conn\tmsg/s\tCPU us/msg\tof it sys\tcores\tp99 ms\tfailed\tdisconnect s\t")
 	for _, r := range rows {
-		fmt.Fprintf(w, "%d\t%s\t%.0f\t%.2f\t%.2f\t%.2f\t%.2f\t%.0f\t%.1f\t%.1f\t%.2f\t%.1f\t%d\t%.2f\t\n", r.n, r.name, r.rate, r.heap/1024, r.stack/1024, r.rss/1024,
+		fmt.Fprintf(w, "%d\t%s\t%.0f\t%.0f\t%.0f\t%.2f\t%.2f\t%.2f\t%.2f\t%.0f\t%.1f\t%.1f\t%.2f\t%.1f\t%d\t%.2f\t\n", r.n, r.name, r.rate, r.connCPU, r.brokerConnCPU, r.heap/1024, r.stack/1024, r.rss/1024,
 			r.goroutines, r.msgs, r.cpuPerMsg, r.sysPerMsg, r.cores, r.p99ms, r.failed, r.disconnect.Seconds())
 	}
 	w.Flush()
 }
 
 type bench struct {
+	brokerPid                   int
 	memProfile                  string
 	keepAlive, settle, duration time.Duration
 	rate, msgRate               float64
@@ -160,6 +163,8 @@ type result struct {
 	name             string
 	n                int
 	rate             float64
+	connCPU          float64 // client CPU per connection, microseconds
+	brokerConnCPU    float64 // broker CPU per connection, microseconds
 	heap, stack, rss float64 // bytes per connection
 	goroutines       float64
 	msgs             float64 // acknowledged per second in the publish phase
@@ -212,6 +217,8 @@ func cpuTime() (user, sys time.Duration) {
 // publishes at msgRate and disconnects them.
 func (b bench) run(tg drivers.Target, name string, n int) result {
 	before := snap()
+	u0, s0 := cpuTime()
+	b0 := procCPU(b.brokerPid)
 	start := time.Now()
 	topic := "planrun-bench/{client}"
 	senders := 512
@@ -229,13 +236,16 @@ func (b bench) run(tg drivers.Target, name string, n int) result {
 		time.Sleep(5 * time.Millisecond)
 	}
 	took := time.Since(start)
+	u1, s1 := cpuTime()
+	connCPU := float64((u1 + s1 - u0 - s0).Microseconds()) / float64(n)
+	brokerCPU := float64((procCPU(b.brokerPid) - b0).Microseconds()) / float64(n)
 	fmt.Fprintf(os.Stderr, "%-8s %6d clients: connected in %s\n", name, n, took.Round(time.Millisecond))
 	time.Sleep(b.settle)
 	after := snap()
 	if b.memProfile != "" {
 		writeHeapProfile(b.memProfile)
 	}
-	r := result{name: name, n: n, rate: float64(n) / took.Seconds(),
+	r := result{name: name, n: n, rate: float64(n) / took.Seconds(), connCPU: connCPU, brokerConnCPU: brokerCPU,
 		heap:       (float64(after.heap) - float64(before.heap)) / float64(n),
 		stack:      (float64(after.stack) - float64(before.stack)) / float64(n),
 		rss:        (float64(after.rss) - float64(before.rss)) / float64(n),
@@ -373,9 +383,30 @@ func serveBroker() {
 	_ = b.Close()
 }
 
-// startChildBroker starts this program as the broker and returns its URL
-// and a function that stops it.
-func startChildBroker() (string, func()) {
+// procCPU is the user and system CPU time of process pid (0: none), read
+// from /proc in clock ticks of 10 ms.
+func procCPU(pid int) time.Duration {
+	if pid <= 0 {
+		return 0
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The fields after the command name, which is in parentheses.
+	i := strings.LastIndexByte(string(b), ')')
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * 10 * time.Millisecond
+}
+
+// startChildBroker starts this program as the broker and returns its URL,
+// its pid and a function that stops it.
+func startChildBroker() (string, int, func()) {
 	exe, err := os.Executable()
 	if err != nil {
 		fatalf("%v", err)
@@ -398,7 +429,7 @@ func startChildBroker() (string, func()) {
 		_ = cmd.Process.Kill()
 		fatalf("broker did not start: %v", err)
 	}
-	return strings.TrimSpace(line), func() {
+	return strings.TrimSpace(line), cmd.Process.Pid, func() {
 		_ = stdin.Close()
 		done := make(chan struct{})
 		go func() { _ = cmd.Wait(); close(done) }()

@@ -29,6 +29,8 @@ type consumer struct {
 	partitions atomic.Int64
 	errs       atomic.Int64
 	errsDone   chan struct{}
+	events     drivers.EventSink
+	sessions   atomic.Int64 // group sessions set up: every one after the first is a rebalance
 }
 
 var _ drivers.Gauger = (*consumer)(nil)
@@ -63,7 +65,7 @@ func (t *Target) NewConsumer(ctx context.Context, spec drivers.ConsumerSpec, opt
 		return nil, fmt.Errorf("kafka: consumer group %s on topic %s (workload %s): %w", spec.Group, spec.Topic, spec.Workload, configError("consume options", err))
 	}
 
-	c := &consumer{topic: spec.Topic, group: spec.Group, errsDone: make(chan struct{})}
+	c := &consumer{topic: spec.Topic, group: spec.Group, errsDone: make(chan struct{}), events: spec.Events}
 	err := withContext(ctx, func() error {
 		cg, err := sarama.NewConsumerGroup(t.brokers, spec.Group, sc)
 		if err != nil {
@@ -82,8 +84,9 @@ func (t *Target) NewConsumer(ctx context.Context, spec drivers.ConsumerSpec, opt
 	// Fetch errors are retried by sarama; they only need counting.
 	go func() {
 		defer close(c.errsDone)
-		for range c.cg.Errors() {
+		for err := range c.cg.Errors() {
 			c.errs.Add(1)
+			drivers.Emit(c.events, drivers.Event{Kind: drivers.ReceiveError, Reason: drivers.Reason(err)})
 		}
 	}()
 	return c, nil
@@ -164,7 +167,11 @@ type groupHandler struct {
 }
 
 func (h *groupHandler) Setup(s sarama.ConsumerGroupSession) error {
-	h.c.partitions.Store(int64(len(s.Claims()[h.c.topic])))
+	n := len(s.Claims()[h.c.topic])
+	h.c.partitions.Store(int64(n))
+	if h.c.sessions.Add(1) > 1 {
+		drivers.Emit(h.c.events, drivers.Event{Kind: drivers.Rebalance, Reason: fmt.Sprintf("%d partitions assigned", n)})
+	}
 	return nil
 }
 

@@ -36,6 +36,7 @@ type producer struct {
 	drained  chan struct{} // closed when every completion was routed
 	inflight atomic.Int64
 	failed   atomic.Int64
+	link     drivers.LinkWatch // connection events from send results
 }
 
 var _ drivers.Gauger = (*producer)(nil)
@@ -71,7 +72,7 @@ func (t *Target) NewProducer(ctx context.Context, spec drivers.ProducerSpec, opt
 		return nil, fmt.Errorf("kafka: producer for topic %s (workload %s): %w", spec.Topic, spec.Workload, configError("produce options", err))
 	}
 
-	p := &producer{topic: spec.Topic, workload: spec.Workload, drained: make(chan struct{})}
+	p := &producer{topic: spec.Topic, workload: spec.Workload, drained: make(chan struct{}), link: drivers.LinkWatch{Sink: spec.Events}}
 	err := withContext(ctx, func() error {
 		ap, err := sarama.NewAsyncProducer(t.brokers, sc)
 		if err != nil {
@@ -160,6 +161,7 @@ func (p *producer) Send(ctx context.Context, m *drivers.Message) error {
 	select {
 	case err := <-pd.done:
 		p.release(pd)
+		p.link.Result(err)
 		if err != nil {
 			p.failed.Add(1)
 			return fmt.Errorf("kafka: produce to topic %s: %w", topic, err)

@@ -28,6 +28,27 @@ type Config struct {
 	Delay      time.Duration `yaml:"delay" default:"0s" doc:"time each send takes before it is acknowledged (default 0s)"`
 	FailEvery  int           `yaml:"fail_every" default:"0" doc:"refuse every Nth send, to try failure handling (default 0 = never)"`
 	Capacity   float64       `yaml:"capacity" default:"0" doc:"messages per second the broker serves over all producers: sends queue for a service slot of 1/capacity seconds each, so a higher offered rate shows as growing latency at this rate (default 0 = no limit)"`
+	// Faults after the acknowledgement: the Nth message is counted over
+	// every send the broker acknowledged, in the order it took them.
+	DropEvery      int `yaml:"drop_every" default:"0" doc:"acknowledge every Nth message but never store it: it is lost after the ack, as in a broker crash (default 0 = never)"`
+	DuplicateEvery int `yaml:"duplicate_every" default:"0" doc:"store every Nth message twice, so consumers get it again, as after a redelivery (default 0 = never; a dropped message is not duplicated)"`
+	ReorderEvery   int `yaml:"reorder_every" default:"0" doc:"store every Nth message after the next message to its partition (or when a producer closes), so consumers get it out of order (default 0 = never; a dropped or duplicated message is not reordered)"`
+}
+
+// Check implements drivers.Checker.
+func (c *Config) Check() error {
+	for _, f := range []struct {
+		key string
+		n   int
+	}{{"fail_every", c.FailEvery}, {"drop_every", c.DropEvery}, {"duplicate_every", c.DuplicateEvery}, {"reorder_every", c.ReorderEvery}} {
+		if f.n < 0 {
+			return fmt.Errorf("%s must be 0 (never) or a positive count, got %d", f.key, f.n)
+		}
+	}
+	if c.Capacity < 0 {
+		return fmt.Errorf("capacity must be 0 (no limit) or more messages per second, got %g", c.Capacity)
+	}
+	return nil
 }
 
 // open starts a fresh broker.
@@ -36,8 +57,8 @@ func open(_ context.Context, cfg *Config) (*Broker, error) {
 	if c.Partitions <= 0 {
 		c.Partitions = 4
 	}
-	if c.Capacity < 0 {
-		return nil, fmt.Errorf("capacity must be 0 (no limit) or more messages per second, got %g", c.Capacity)
+	if err := c.Check(); err != nil {
+		return nil, err
 	}
 	return &Broker{cfg: c, topics: map[string]*topic{}, wake: make(chan struct{})}, nil
 }
@@ -52,11 +73,15 @@ type Broker struct {
 	// slot is when the next send may be served, in nanoseconds since
 	// epoch, under a capacity.
 	slot atomic.Int64
+	// taken counts the sends acknowledged, for drop_every, duplicate_every
+	// and reorder_every.
+	taken int64
 }
 
 type topic struct {
 	parts   [][][]byte
 	keys    [][][]byte
+	held    []*heldMessage     // per partition: a message reorder_every holds back
 	offsets map[string][]int64 // group -> committed offset per partition
 	owners  map[string]int     // group -> active consumers, for partition assignment
 }
@@ -70,7 +95,7 @@ func (b *Broker) topicLocked(name string, parts int) *topic {
 		if parts <= 0 {
 			parts = b.cfg.Partitions
 		}
-		t = &topic{parts: make([][][]byte, parts), keys: make([][][]byte, parts), offsets: map[string][]int64{}, owners: map[string]int{}}
+		t = &topic{parts: make([][][]byte, parts), keys: make([][][]byte, parts), held: make([]*heldMessage, parts), offsets: map[string][]int64{}, owners: map[string]int{}}
 		b.topics[name] = t
 	}
 	return t
@@ -170,15 +195,62 @@ func (p *producer) Send(ctx context.Context, m *drivers.Message) error {
 	} else {
 		part = int(p.rr.Add(1) % uint64(len(t.parts)))
 	}
-	t.parts[part] = append(t.parts[part], append([]byte(nil), m.Value...))
-	t.keys[part] = append(t.keys[part], m.Key)
-	close(b.wake)
-	b.wake = make(chan struct{})
+	b.storeLocked(t, part, m)
 	b.mu.Unlock()
 	return nil
 }
 
-func (p *producer) Close() error { return nil }
+type heldMessage struct{ key, value []byte }
+
+// storeLocked appends an acknowledged message to a partition, or drops,
+// duplicates or holds it back as the fault options say.
+func (b *Broker) storeLocked(t *topic, part int, m *drivers.Message) {
+	b.taken++
+	n := b.taken
+	every := func(k int) bool { return k > 0 && n%int64(k) == 0 }
+	msg := &heldMessage{key: m.Key, value: append([]byte(nil), m.Value...)}
+	switch {
+	case every(b.cfg.DropEvery):
+		return
+	case every(b.cfg.DuplicateEvery):
+		t.append(part, msg)
+		t.append(part, msg)
+	case every(b.cfg.ReorderEvery) && t.held[part] == nil:
+		t.held[part] = msg
+		return
+	default:
+		t.append(part, msg)
+	}
+	if h := t.held[part]; h != nil {
+		t.held[part] = nil
+		t.append(part, h)
+	}
+	close(b.wake)
+	b.wake = make(chan struct{})
+}
+
+func (t *topic) append(part int, m *heldMessage) {
+	t.parts[part] = append(t.parts[part], m.value)
+	t.keys[part] = append(t.keys[part], m.key)
+}
+
+// Close stores the messages reorder_every still holds back.
+func (p *producer) Close() error {
+	b := p.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, t := range b.topics {
+		for part, h := range t.held {
+			if h != nil {
+				t.held[part] = nil
+				t.append(part, h)
+			}
+		}
+	}
+	close(b.wake)
+	b.wake = make(chan struct{})
+	return nil
+}
 
 // SetThreads takes any number of senders: sends share nothing per thread.
 func (p *producer) SetThreads(int) error { return nil }

@@ -21,6 +21,7 @@ const (
 	defaultConnectTimeout = 30 * time.Second
 	defaultKeepAlive      = 60 * time.Second
 	defaultSendTimeout    = 30 * time.Second
+	defaultReconnect      = 10 * time.Second
 	defaultQoS            = 1
 	defaultProducerID     = "planrun-{workload}-{client}"
 	defaultConsumerID     = "planrun-{instance}-{client}"
@@ -36,6 +37,8 @@ type TargetConfig struct {
 	Client          string         `yaml:"client" default:"paho" doc:"MQTT client library: paho (eclipse/paho.mqtt.golang, default) or lean (planrun's own client: one goroutine per connection, a few KB per idle connection, MQTT 5)."`
 	ProtocolVersion int            `yaml:"protocol_version" default:"4" doc:"MQTT protocol level: 3 (MQTT 3.1), 4 (MQTT 3.1.1, default) or 5 (MQTT 5, with client: lean only)."`
 	ConnectTimeout  time.Duration  `yaml:"connect_timeout" default:"30s" doc:"Longest one connection attempt (TCP, TLS and CONNACK) may take (default 30s)."`
+	// ReconnectInterval bounds the clients' reconnection back-off.
+	ReconnectInterval time.Duration `yaml:"reconnect_interval" default:"10s" doc:"Longest pause between the reconnection attempts of a client that lost its connection: the pause starts at 1s (paho; lean: 100ms), doubles after each failed attempt and stops growing here (default 10s). Reconnects also keep to connect_rate."`
 }
 
 // ProduceOptions are the MQTT fields of a workload's produce section; a
@@ -66,21 +69,36 @@ type ConsumeOptions struct {
 }
 
 // Shard implements drivers.Shardable: the part's share of the clients,
-// numbered from where the part starts in the whole fleet.
+// numbered from where the part starts in the whole fleet, and the same
+// share of the connect rate, so that the fleet together connects at the
+// plan's connect_rate.
 func (o *ProduceOptions) Shard(p drivers.Part) any {
 	c := *o
 	if o.Clients == 0 {
 		// One client per thread: the part's threads are its clients.
 		c.ClientBase = o.ClientBase + p.ThreadBase
+		c.ConnectRate = o.ConnectRate / float64(p.Of)
 		return &c
 	}
 	base, n := drivers.Split(o.Clients, p.Index, p.Of)
 	c.ClientBase, c.Clients = o.ClientBase+base, n
+	c.ConnectRate = o.ConnectRate * float64(n) / float64(o.Clients)
 	return &c
 }
 
 // ShardUnits implements drivers.Shardable.
 func (o *ProduceOptions) ShardUnits() int { return o.Clients }
+
+// reconnectInterval is the reconnection back-off's ceiling.
+func (c *TargetConfig) reconnectInterval() time.Duration {
+	if c.ReconnectInterval <= 0 {
+		return defaultReconnect
+	}
+	return c.ReconnectInterval
+}
+
+// RunsEmbedded implements drivers.EmbeddedConfig.
+func (c *TargetConfig) RunsEmbedded() bool { return c.embedded() }
 
 func (c *TargetConfig) embedded() bool {
 	return strings.EqualFold(strings.TrimSpace(c.URL), Embedded)
@@ -122,6 +140,9 @@ func (c *TargetConfig) Check() error {
 		}
 		tlsScheme = isTLS
 		ws = strings.HasPrefix(strings.ToLower(u.Scheme), "ws")
+	}
+	if c.ReconnectInterval < 0 {
+		return fmt.Errorf("mqtt: reconnect_interval %s is negative", c.ReconnectInterval)
 	}
 	if c.Password != "" && c.Username == "" {
 		return errors.New("mqtt: password is set but username is empty; MQTT 3.1.1 sends a password only with a user name")

@@ -30,6 +30,7 @@ type Consumer struct {
 
 	connected, reconnects atomic.Int64
 	closeOnce             sync.Once
+	events                drivers.EventSink
 }
 
 // subscriber is one subscribing client and its queue of received messages.
@@ -81,7 +82,7 @@ func (t *Target) NewConsumer(ctx context.Context, spec drivers.ConsumerSpec, o *
 	}
 	filters := newExpander(topic, map[string]string{"workload": spec.Workload})
 
-	c := &Consumer{t: t, qos: qosOf(o.QoS)}
+	c := &Consumer{t: t, qos: qosOf(o.QoS), events: spec.Events}
 	for i := range n {
 		c.ids = append(c.ids, ids.client(i))
 	}
@@ -105,10 +106,11 @@ func (t *Target) NewConsumer(ctx context.Context, spec drivers.ConsumerSpec, o *
 		// session delivers right after CONNACK, before SUBSCRIBE.
 		opt.DefaultPublishHandler = func(_ paho.Client, m paho.Message) { s.push(m) }
 		opt.OnConnect = s.onConnect
-		opt.OnConnectionLost = func(paho.Client, error) {
+		opt.OnConnectionLost = func(_ paho.Client, err error) {
 			if s.up.CompareAndSwap(true, false) {
 				c.connected.Add(-1)
 			}
+			s.event(drivers.Disconnected, err)
 		}
 		s.client = t.newClient(&opt)
 		c.subs = append(c.subs, s)
@@ -177,7 +179,15 @@ func (s *subscriber) onConnect(paho.Client) {
 	s.c.reconnects.Add(1)
 	ctx, cancel := context.WithTimeout(context.Background(), s.c.t.cfg.connectTimeout())
 	defer cancel()
-	_ = s.subscribe(ctx)
+	if err := s.subscribe(ctx); err != nil {
+		s.event(drivers.ReceiveError, err)
+	}
+	s.event(drivers.Reconnected, nil)
+}
+
+// event reports a connection event of this subscriber to the workload.
+func (s *subscriber) event(kind string, err error) {
+	drivers.Emit(s.c.events, drivers.Event{Kind: kind, Reason: drivers.Reason(err), Client: s.idx, Of: len(s.c.ids)})
 }
 
 func (s *subscriber) push(m paho.Message) {

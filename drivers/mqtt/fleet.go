@@ -10,6 +10,8 @@ import (
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
+
+	"github.com/planrun/planrun/drivers"
 )
 
 const (
@@ -114,6 +116,8 @@ type fleet struct {
 	fatal     chan struct{} // closed on a refusal no retry can fix
 	fatalErr  error
 
+	events drivers.EventSink // the workload's, for disconnects and reconnects
+
 	connected, failures, reconnects atomic.Int64
 	latencySum, latencyN            atomic.Int64
 	closeOnce                       sync.Once
@@ -121,7 +125,7 @@ type fleet struct {
 
 // startFleet makes a fleet of n clients and returns once client 0 is
 // connected, or with the error of its first attempt.
-func (t *Target) startFleet(ctx context.Context, workload string, n int, o *ProduceOptions, topic string) (*fleet, error) {
+func (t *Target) startFleet(ctx context.Context, workload string, n int, o *ProduceOptions, topic string, events drivers.EventSink) (*fleet, error) {
 	idTmpl := o.ClientID
 	if idTmpl == "" {
 		idTmpl = defaultProducerID
@@ -146,6 +150,7 @@ func (t *Target) startFleet(ctx context.Context, workload string, n int, o *Prod
 		dispatch: make(chan struct{}),
 		first:    make(chan struct{}),
 		fatal:    make(chan struct{}),
+		events:   events,
 	}
 	for i := range f.members {
 		f.members[i].ready = make(chan struct{})
@@ -200,12 +205,14 @@ func (f *fleet) run(base *paho.ClientOptions, ids, topics expander) {
 			}
 			if !m.seen.CompareAndSwap(false, true) {
 				f.reconnects.Add(1)
+				f.event(i, drivers.Reconnected, nil)
 			}
 		}
-		o.OnConnectionLost = func(paho.Client, error) {
+		o.OnConnectionLost = func(_ paho.Client, err error) {
 			if m.up.CompareAndSwap(true, false) {
 				f.connected.Add(-1)
 			}
+			f.event(i, drivers.Disconnected, err)
 		}
 		// Reconnects keep to connect_rate too, so a broker restart does not
 		// meet the whole fleet at once.
@@ -279,6 +286,12 @@ func (f *fleet) attempt(i int) {
 		}
 		f.attempt(i)
 	}()
+}
+
+// event reports a connection event of member i to the workload, numbered
+// as {client} is across the whole fleet.
+func (f *fleet) event(i int, kind string, err error) {
+	drivers.Emit(f.events, drivers.Event{Kind: kind, Reason: drivers.Reason(err), Client: f.base + i, Of: len(f.members)})
 }
 
 // wait waits until member i is connected for the first time.

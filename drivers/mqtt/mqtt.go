@@ -42,6 +42,8 @@ var (
 	_ drivers.TargetOf[ProduceOptions, ConsumeOptions] = (*Target)(nil)
 	_ drivers.ConnectorOf[ProduceOptions]              = (*Target)(nil)
 	_ drivers.Describer                                = (*Target)(nil)
+	_ drivers.BrokerController                         = (*Target)(nil)
+	_ drivers.EmbeddedConfig                           = (*TargetConfig)(nil)
 	_ drivers.Producer                                 = (*Producer)(nil)
 	_ drivers.Sourcer                                  = (*Producer)(nil)
 	_ drivers.Gauger                                   = (*Producer)(nil)
@@ -108,7 +110,11 @@ type Target struct {
 	server  *url.URL
 	tls     *tls.Config
 	dialers []*net.Dialer
-	broker  *embedded.Broker // nil unless embedded
+	// broker is nil unless embedded; brokerDown is set while a plan has
+	// it stopped.
+	brokerMu   sync.Mutex
+	broker     *embedded.Broker
+	brokerDown bool
 
 	mu          sync.Mutex
 	closed      bool
@@ -119,7 +125,7 @@ type Target struct {
 // Describe implements drivers.Describer.
 func (t *Target) Describe() string {
 	var extra []string
-	if t.broker != nil {
+	if t.Broker() != nil {
 		extra = append(extra, "embedded mochi-mqtt "+embedded.Version)
 	}
 	switch t.cfg.protocolVersion() {
@@ -146,7 +152,48 @@ func (t *Target) Describe() string {
 }
 
 // Broker returns the embedded broker, or nil.
-func (t *Target) Broker() *embedded.Broker { return t.broker }
+func (t *Target) Broker() *embedded.Broker {
+	t.brokerMu.Lock()
+	defer t.brokerMu.Unlock()
+	return t.broker
+}
+
+var errNotEmbedded = errors.New("mqtt: the target does not run an embedded broker (url: embedded)")
+
+// StopBroker implements drivers.BrokerController: the embedded broker
+// stops, dropping every client connection and session, as a broker without
+// persistence does when it goes down.
+func (t *Target) StopBroker(context.Context) error {
+	t.brokerMu.Lock()
+	defer t.brokerMu.Unlock()
+	if t.broker == nil {
+		return errNotEmbedded
+	}
+	if t.brokerDown {
+		return errors.New("mqtt: the embedded broker is already stopped")
+	}
+	t.brokerDown = true
+	return t.broker.Close()
+}
+
+// StartBroker implements drivers.BrokerController: a new embedded broker
+// listens on the stopped one's address.
+func (t *Target) StartBroker(context.Context) error {
+	t.brokerMu.Lock()
+	defer t.brokerMu.Unlock()
+	if t.broker == nil {
+		return errNotEmbedded
+	}
+	if !t.brokerDown {
+		return errors.New("mqtt: the embedded broker is already running")
+	}
+	b, err := embedded.Start(embedded.Options{Addr: t.broker.Addr(), Username: t.cfg.Username, Password: t.cfg.Password})
+	if err != nil {
+		return err
+	}
+	t.broker, t.brokerDown = b, false
+	return nil
+}
 
 // Close implements drivers.TargetOf: it closes what workloads left open and
 // stops the embedded broker.
@@ -170,7 +217,9 @@ func (t *Target) Close() error {
 }
 
 func (t *Target) stopBroker() {
-	if t.broker != nil {
+	t.brokerMu.Lock()
+	defer t.brokerMu.Unlock()
+	if t.broker != nil && !t.brokerDown {
 		_ = t.broker.Close()
 	}
 }
@@ -207,7 +256,7 @@ func (t *Target) clientOptions(keepAlive time.Duration, clean bool) *paho.Client
 	// keeping to connect_rate); paho reconnects established ones.
 	o.SetConnectRetry(false)
 	o.SetAutoReconnect(true)
-	o.SetMaxReconnectInterval(10 * time.Second)
+	o.SetMaxReconnectInterval(t.cfg.reconnectInterval())
 	o.SetWriteTimeout(t.cfg.connectTimeout())
 	return o
 }
@@ -294,7 +343,7 @@ func (t *Target) NewProducer(ctx context.Context, spec drivers.ProducerSpec, o *
 	if n == 0 {
 		n = max(spec.Threads, 1)
 	}
-	f, err := t.startFleet(ctx, spec.Workload, n, o, spec.Topic)
+	f, err := t.startFleet(ctx, spec.Workload, n, o, spec.Topic, spec.Events)
 	if err != nil {
 		return nil, err
 	}
@@ -314,7 +363,7 @@ func (t *Target) Connect(ctx context.Context, spec drivers.ConnectSpec, o *Produ
 	if n == 0 {
 		n = 1
 	}
-	f, err := t.startFleet(ctx, spec.Workload, n, o, "")
+	f, err := t.startFleet(ctx, spec.Workload, n, o, "", spec.Events)
 	if err != nil {
 		return nil, err
 	}

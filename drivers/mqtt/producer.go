@@ -40,11 +40,7 @@ func (p *Producer) Gauges() map[string]float64 { return p.f.gauges() }
 // the message (PUBACK for QoS 1, PUBCOMP for QoS 2) or, for QoS 0, when it
 // was written to the connection.
 func (p *Producer) Send(ctx context.Context, m *drivers.Message) error {
-	n := len(p.f.members)
-	i := m.Source % n
-	if i < 0 {
-		i += n
-	}
+	i := p.client(m)
 	tm := timers.Get().(*time.Timer)
 	tm.Reset(p.timeout)
 	defer func() { tm.Stop(); timers.Put(tm) }()
@@ -52,10 +48,7 @@ func (p *Producer) Send(ctx context.Context, m *drivers.Message) error {
 		return err
 	}
 	mem := &p.f.members[i]
-	topic := mem.topic
-	if m.Topic != p.topic && m.Topic != "" {
-		topic = newExpander(m.Topic, map[string]string{"workload": p.workload}).client(p.f.base + i)
-	}
+	topic := p.topicOf(m, i)
 	if lc, ok := mem.client.(*leanClient); ok {
 		switch err := lc.publishWait(ctx, topic, p.qos, p.retain, m.Value, tm.C); {
 		case err == nil:

@@ -66,6 +66,9 @@ func (c *TargetConfig) nameServerList() []string {
 	return out
 }
 
+// RunsEmbedded implements drivers.EmbeddedConfig.
+func (c *TargetConfig) RunsEmbedded() bool { return c.embedded() }
+
 func (c *TargetConfig) embedded() bool {
 	return strings.EqualFold(strings.TrimSpace(c.NameServers), Embedded)
 }

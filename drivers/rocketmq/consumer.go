@@ -76,8 +76,10 @@ func (t *Target) NewConsumer(ctx context.Context, spec drivers.ConsumerSpec, opt
 		consumer.WithStrategy(func(group, cid string, all []*primitive.MessageQueue, cids []string) []*primitive.MessageQueue {
 			mine := consumer.AllocateByAveragely(group, cid, all, cids)
 			if len(all) > 0 && all[0].Topic == wrapped {
-				c.queues.Store(int64(len(mine)))
-				c.rebalances.Add(1)
+				old := c.queues.Swap(int64(len(mine)))
+				if c.rebalances.Add(1) > 1 && old != int64(len(mine)) {
+					drivers.Emit(spec.Events, drivers.Event{Kind: drivers.Rebalance, Reason: fmt.Sprintf("%d queues assigned", len(mine))})
+				}
 			}
 			return mine
 		}),

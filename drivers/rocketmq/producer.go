@@ -38,6 +38,7 @@ type rmqProducer struct {
 
 	inflight atomic.Int64
 	failed   atomic.Int64
+	link     drivers.LinkWatch // connection events from send results
 
 	// Oneway only: what the topic held when the producer opened (-1 when
 	// unknown) and how many messages were written since.
@@ -85,7 +86,7 @@ func (t *Target) NewProducer(ctx context.Context, spec drivers.ProducerSpec, opt
 		_ = p.Shutdown()
 		return nil, fail(err)
 	}
-	rp := &rmqProducer{topic: spec.Topic, workload: spec.Workload, mode: mode, tags: opts.Tags, p: p, first: make(chan struct{}, 1),
+	rp := &rmqProducer{topic: spec.Topic, workload: spec.Workload, mode: mode, tags: opts.Tags, p: p, first: make(chan struct{}, 1), link: drivers.LinkWatch{Sink: spec.Events},
 		target: t, stored0: -1}
 	if mode == modeOneway {
 		if n, err := t.storedMessages(ctx, spec.Topic); err == nil {
@@ -130,6 +131,9 @@ func (p *rmqProducer) Send(ctx context.Context, m *drivers.Message) error {
 	}
 	if err != nil && ctx.Err() == nil {
 		p.failed.Add(1)
+	}
+	if ctx.Err() == nil {
+		p.link.Result(err)
 	}
 	return err
 }

@@ -53,14 +53,23 @@ var (
 	_ drivers.LagReader                                = (*Target)(nil)
 	_ drivers.TopicCreator                             = (*Target)(nil)
 	_ drivers.Describer                                = (*Target)(nil)
+	_ drivers.BrokerController                         = (*Target)(nil)
+	_ drivers.EmbeddedConfig                           = (*TargetConfig)(nil)
 )
 
 // Target is a connected RocketMQ cluster (name servers and their brokers).
 type Target struct {
 	cfg         TargetConfig
 	nameServers []string // IP:port, as the client requires
-	broker      *embedded.Broker
 	rem         *remoting
+
+	// broker is nil unless embedded; brokerDown is set while a plan has it
+	// stopped. dir is its directory, removed on Close when tempDir.
+	brokerMu   sync.Mutex
+	broker     *embedded.Broker
+	brokerDown bool
+	dir        string
+	tempDir    bool
 
 	mu     sync.Mutex
 	closed bool
@@ -72,8 +81,20 @@ type Target struct {
 func open(ctx context.Context, c *TargetConfig) (*Target, error) {
 	t := &Target{cfg: *c}
 	if c.embedded() {
-		b, err := embedded.Start(ctx, embedded.Options{Dir: c.Dir, AccessKey: c.AccessKey, SecretKey: c.SecretKey, DefaultQueues: c.DefaultQueues})
+		// The target owns the broker's directory when the plan gives none,
+		// so that a broker stopped and started again by the plan finds
+		// what it stored.
+		t.dir = c.Dir
+		if t.dir == "" {
+			d, err := os.MkdirTemp("", "planrun-rocketmq-*")
+			if err != nil {
+				return nil, fmt.Errorf("rocketmq: embedded broker directory: %w", err)
+			}
+			t.dir, t.tempDir = d, true
+		}
+		b, err := embedded.Start(ctx, t.brokerOptions())
 		if err != nil {
+			t.removeDir()
 			return nil, fmt.Errorf("rocketmq: start embedded broker: %w", err)
 		}
 		t.broker = b
@@ -90,6 +111,7 @@ func open(ctx context.Context, c *TargetConfig) (*Target, error) {
 		t.rem.close()
 		if t.broker != nil {
 			_ = t.broker.Close()
+			t.removeDir()
 		}
 		return nil, err
 	}
@@ -161,7 +183,7 @@ func sortedKeys(m map[string]string) []string {
 // Describe implements drivers.Describer.
 func (t *Target) Describe() string {
 	var extra []string
-	if t.broker != nil {
+	if t.cfg.embedded() {
 		extra = append(extra, "embedded")
 	}
 	if t.cfg.acl() {
@@ -187,11 +209,71 @@ func (t *Target) Close() error {
 	}
 	t.closed = true
 	t.rem.close()
-	if t.broker != nil {
+	t.brokerMu.Lock()
+	defer t.brokerMu.Unlock()
+	defer t.removeDir()
+	if t.broker != nil && !t.brokerDown {
 		if err := t.broker.Close(); err != nil {
 			return fmt.Errorf("rocketmq: close embedded broker: %w", err)
 		}
 	}
+	return nil
+}
+
+func (t *Target) removeDir() {
+	if t.tempDir {
+		_ = os.RemoveAll(t.dir)
+	}
+}
+
+// brokerOptions are the embedded broker's start options; after a first
+// start, on the addresses it listened on.
+func (t *Target) brokerOptions() embedded.Options {
+	o := embedded.Options{Dir: t.dir, AccessKey: t.cfg.AccessKey, SecretKey: t.cfg.SecretKey, DefaultQueues: t.cfg.DefaultQueues}
+	if t.broker != nil {
+		o.NameServerListen, o.BrokerListen = t.broker.NameServerAddr(), t.broker.BrokerAddr()
+	}
+	return o
+}
+
+var errNotEmbedded = errors.New("rocketmq: the target does not run an embedded broker (nameservers: embedded)")
+
+// StopBroker implements drivers.BrokerController: the embedded name server
+// and broker stop, closing every client connection; what was stored stays
+// in the broker's directory.
+func (t *Target) StopBroker(context.Context) error {
+	t.brokerMu.Lock()
+	defer t.brokerMu.Unlock()
+	switch {
+	case t.broker == nil:
+		return errNotEmbedded
+	case t.brokerDown:
+		return errors.New("rocketmq: the embedded broker is already stopped")
+	}
+	t.brokerDown = true
+	if err := t.broker.Close(); err != nil {
+		return fmt.Errorf("rocketmq: stop embedded broker: %w", err)
+	}
+	return nil
+}
+
+// StartBroker implements drivers.BrokerController: the broker starts again
+// on the same addresses and directory, recovering its commit log and
+// consumer offsets.
+func (t *Target) StartBroker(ctx context.Context) error {
+	t.brokerMu.Lock()
+	defer t.brokerMu.Unlock()
+	switch {
+	case t.broker == nil:
+		return errNotEmbedded
+	case !t.brokerDown:
+		return errors.New("rocketmq: the embedded broker is already running")
+	}
+	b, err := embedded.Start(ctx, t.brokerOptions())
+	if err != nil {
+		return fmt.Errorf("rocketmq: start embedded broker again: %w", err)
+	}
+	t.broker, t.brokerDown = b, false
 	return nil
 }
 

@@ -50,6 +50,11 @@ type Options struct {
 	// DefaultQueues is the queue count of auto-created topics (default 8).
 	// Retry and dead-letter topics always get one queue.
 	DefaultQueues int
+	// NameServerListen and BrokerListen are the listen addresses; ""
+	// means a free loopback port. A broker started again on the addresses
+	// of a stopped one, with its Dir, is that broker restarted: clients
+	// find it where it was, with everything it had stored.
+	NameServerListen, BrokerListen string
 	// Logf receives debug logging; nil means silent.
 	Logf func(format string, args ...any)
 }
@@ -130,10 +135,16 @@ func Start(ctx context.Context, opts Options) (*Broker, error) {
 		return nil, fmt.Errorf("rocketmq: %w", err)
 	}
 	var lc net.ListenConfig
-	if b.nsLn, err = lc.Listen(ctx, "tcp4", "127.0.0.1:0"); err != nil {
+	listen := func(addr string) (net.Listener, error) {
+		if addr == "" {
+			addr = "127.0.0.1:0"
+		}
+		return lc.Listen(ctx, "tcp4", addr)
+	}
+	if b.nsLn, err = listen(opts.NameServerListen); err != nil {
 		return fail(err)
 	}
-	if b.brLn, err = lc.Listen(ctx, "tcp4", "127.0.0.1:0"); err != nil {
+	if b.brLn, err = listen(opts.BrokerListen); err != nil {
 		return fail(err)
 	}
 	addr := b.brLn.Addr().(*net.TCPAddr)

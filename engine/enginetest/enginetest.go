@@ -1,0 +1,32 @@
+// Package enginetest runs plans written inline in tests.
+package enginetest
+
+import (
+	"bytes"
+	"context"
+	"testing"
+	"time"
+
+	"github.com/planrun/planrun/engine"
+	"github.com/planrun/planrun/plan"
+	"github.com/planrun/planrun/results"
+)
+
+// Execute runs the whole plan y (steps and drivers must be registered by
+// the caller's imports), logs what it printed and fails the test unless the
+// run passed.
+func Execute(t testing.TB, y string) *results.Result {
+	t.Helper()
+	src, plans, err := plan.Parse("plan.yaml", []byte(y), plan.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	e := &engine.Engine{Out: &out, Version: "test", StopTimeout: 10 * time.Second}
+	res := e.Execute(context.Background(), src, plans)
+	t.Log(out.String())
+	if res.Status != results.Passed {
+		t.Fatalf("status %s: %s", res.Status, res.Error)
+	}
+	return res
+}

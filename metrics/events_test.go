@@ -1,0 +1,127 @@
+package metrics
+
+import (
+	"fmt"
+	"reflect"
+	"testing"
+	"time"
+)
+
+// TestOutageFromEvents feeds a fleet of 3 clients through a broker restart:
+// all disconnect within a second, two send errors, all reconnect; the
+// outage, its sends and the progress lines follow.
+func TestOutageFromEvents(t *testing.T) {
+	start := time.Unix(1_000_000, 0)
+	c := NewCollector(start)
+	r := NewRecorder("devices", "produce", Role{Sends: true})
+	c.Add(r)
+	at := func(s float64) time.Time { return start.Add(time.Duration(s * float64(time.Second))) }
+	ev := func(kind, reason string, client int, s float64) {
+		r.Event(ConnEvent{Kind: kind, Reason: reason, Client: client, Of: 3, At: at(s).UnixNano()})
+	}
+
+	r.Acked(10, 10*time.Millisecond, at(1))
+	c.StartPhase("restart", at(2))
+	for i := range 3 {
+		ev(EventDisconnected, "connection closed", i, 5+0.1*float64(i))
+	}
+	// A client that drops twice in one outage is one client down.
+	ev(EventDisconnected, "connection refused", 1, 5.5)
+	if got := c.Announcements(at(5.9)); len(got) != 0 {
+		t.Fatalf("announced before the second was over: %q", got)
+	}
+	got := c.Announcements(at(6.1))
+	want := []string{"devices: 3/3 clients disconnected (connection closed) at 00:00:05"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("announcements at 6.1 s:\n got %q\nwant %q", got, want)
+	}
+	r.Failed()
+	r.Failed()
+	ev(EventSendError, "timeout", 0, 7.2)
+	ev(EventSendError, "timeout", 2, 7.4)
+	// Intended at 6 s, acked at 9 s: delayed by the outage.
+	r.Acked(10, 3*time.Second, at(9))
+	ev(EventReconnected, "", 0, 8)
+	ev(EventReconnected, "", 2, 8.5)
+	snap := c.Snapshot(at(8.6), false)
+	if o := snap.Workloads["devices"].Outage; o.Count != 1 || o.Seconds < 3.59 || o.Seconds > 3.61 {
+		t.Fatalf("ongoing outage at 8.6 s: %+v, want 1 lasting 3.6 s", o)
+	}
+	ev(EventReconnected, "", 1, 11)
+	// Reconnecting a client that never dropped changes nothing.
+	ev(EventReconnected, "", 1, 11.5)
+	r.Acked(10, time.Millisecond, at(12))
+
+	got = c.Announcements(at(12.5))
+	want = []string{
+		"devices: 3/3 clients disconnected (connection closed) at 00:00:05; reconnected 3 by 00:00:11 (6.0 s without every connection)",
+		"devices: 2 send errors (timeout) at 00:00:07",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("announcements at 12.5 s:\n got %q\nwant %q", got, want)
+	}
+	if again := c.Announcements(at(20)); len(again) != 0 {
+		t.Fatalf("announced twice: %q", again)
+	}
+
+	c.StartPhase("after", at(13))
+	fin := c.Finish(at(14))
+	if len(fin.Outages) != 1 {
+		t.Fatalf("outages: %+v", fin.Outages)
+	}
+	o := fin.Outages[0]
+	wantO := Outage{Workload: "devices", Phase: "restart", Start: 5, End: 11, Ended: true, Clients: 3, Of: 3,
+		Disconnects: 3, Reconnects: 3, Reason: "connection closed", Failed: 2, Delayed: 1}
+	if !reflect.DeepEqual(o, wantO) {
+		t.Fatalf("outage:\n got %+v\nwant %+v", o, wantO)
+	}
+	ph := map[string]Stats{}
+	for _, p := range fin.Phases {
+		ph[p.Name] = p.Workloads["devices"]
+	}
+	if s := ph["restart"]; s.Outage.Seconds != 6 || s.Outage.Failed != 2 || s.Outage.Delayed != 1 ||
+		s.Events != (EventStats{Disconnects: 4, Reconnects: 4, SendErrors: 2}) {
+		t.Fatalf("phase restart: outage %+v events %+v", s.Outage, s.Events)
+	}
+	if s := ph["after"]; s.Outage != (OutageStats{}) || s.Events != (EventStats{}) {
+		t.Fatalf("phase after: outage %+v events %+v", s.Outage, s.Events)
+	}
+	// Per second: disconnects at 5 (closed, refused), send errors at 7,
+	// reconnects at 8 and 11.
+	var rows []string
+	for _, e := range fin.Events {
+		rows = append(rows, fmt.Sprintf("%g %s %s %d", e.T, e.Event, e.Reason, e.Count))
+	}
+	wantRows := []string{"5 disconnected connection closed 3", "5 disconnected connection refused 1", "7 send_error timeout 2", "8 reconnected  2", "11 reconnected  2"}
+	if !reflect.DeepEqual(rows, wantRows) {
+		t.Fatalf("events per second:\n got %q\nwant %q", rows, wantRows)
+	}
+}
+
+// TestEventsTravelInDeltas: a worker's events replay on the conductor's
+// recorder on its clock.
+func TestEventsTravelInDeltas(t *testing.T) {
+	w := NewRecorder("p", "produce", Role{Sends: true})
+	var prev Counters
+	if _, err := w.TakeDelta(&prev); err != nil {
+		t.Fatal(err)
+	}
+	base := time.Unix(2_000_000, 0)
+	w.Event(ConnEvent{Kind: EventDisconnected, Reason: "connection reset", Client: 4, Of: 8, At: base.UnixNano()})
+	w.Event(ConnEvent{Kind: EventReconnected, Client: 4, Of: 8, At: base.Add(2 * time.Second).UnixNano()})
+	d, err := w.TakeDelta(&prev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := NewRecorder("p", "produce", Role{Sends: true})
+	if err := c.ApplyDelta(d, int64(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	os := c.outageList(base.Add(-10*time.Second), base)
+	if len(os) != 1 || os[0].Start != 9 || os[0].End != 11 || os[0].Clients != 1 || os[0].Of != 8 {
+		t.Fatalf("replayed outage: %+v", os)
+	}
+	if got := c.Counters(); got.Disconnects != 1 || got.Reconnects != 1 {
+		t.Fatalf("replayed counters: %+v", got)
+	}
+}

@@ -1,0 +1,317 @@
+package metrics
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	hdr "github.com/HdrHistogram/hdrhistogram-go"
+)
+
+// The series file is written line by line while a run goes on, so that a
+// run killed without warning (SIGKILL, a lost machine) still leaves what it
+// measured: a header line when the first sample is taken, then every
+// second one line per workload (its per-second point, its counters so far
+// and the latency histograms of that second) and one of extra figures, and
+// a line at each phase change. ReadSeries makes the snapshot of each run
+// from it, as the run would have ended at its last line.
+
+// SeriesLine is one line of the series file.
+type SeriesLine struct {
+	Run      string `json:"run,omitempty"`
+	Workload string `json:"workload,omitempty"`
+	Point
+	Extra map[string]float64 `json:"extra,omitempty"`
+	// Header opens a run; Begins marks the start of phase *Begins at T.
+	Header *SeriesHeader `json:"header,omitempty"`
+	Begins *string       `json:"begins,omitempty"`
+	// State is the workload's figures at T. A line written by a phase
+	// change right after a sample carries a state but no point (interval 0).
+	State *SeriesState `json:"state,omitempty"`
+}
+
+// SeriesHeader says which run the lines that follow belong to.
+type SeriesHeader struct {
+	// Result is what the run's result file would say about the plan and
+	// where it ran (results.Result without its runs).
+	Result  json.RawMessage   `json:"result,omitempty"`
+	Index   int               `json:"index"`
+	Label   string            `json:"label,omitempty"`
+	Started time.Time         `json:"started"`
+	Order   []string          `json:"order"`
+	Kinds   map[string]string `json:"kinds"`
+	Roles   map[string]Role   `json:"roles"`
+}
+
+// SeriesState is a workload's counters since the run started and what
+// it measured since the previous line.
+type SeriesState struct {
+	Counters
+	Running     bool    `json:"running,omitempty"`
+	Lost        int64   `json:"lost,omitempty"`
+	LastLatency float64 `json:"last_latency_ms,omitempty"`
+	FirstAt     float64 `json:"first_at_s,omitempty"`
+	LastAt      float64 `json:"last_at_s,omitempty"`
+	// Send and E2E are the latency histograms of the interval, HDR
+	// compressed and base64 encoded; empty when nothing was recorded.
+	Send string `json:"send_hist,omitempty"`
+	E2E  string `json:"e2e_hist,omitempty"`
+}
+
+// SetSeriesHeader gives the header the sink's first line carries; the
+// workloads' kinds and roles are added when it is written.
+func (c *Collector) SetSeriesHeader(h SeriesHeader) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	h.Started = c.start
+	c.header = &h
+}
+
+// writeHeaderLocked writes the header once, before the first sample.
+func (c *Collector) writeHeaderLocked() {
+	if c.sink == nil || c.header == nil || c.headerDone {
+		return
+	}
+	c.headerDone = true
+	h := *c.header
+	h.Kinds, h.Roles = map[string]string{}, map[string]Role{}
+	for _, t := range c.tracks {
+		h.Order = append(h.Order, t.rec.Name)
+		h.Kinds[t.rec.Name] = t.rec.Kind
+		h.Roles[t.rec.Name] = t.rec.Role
+	}
+	_ = c.sink.Encode(SeriesLine{Run: c.label, Header: &h})
+}
+
+func encodeHist(h *hdr.Histogram) string {
+	if h.TotalCount() == 0 {
+		return ""
+	}
+	b, err := h.Encode(hdr.V2CompressedEncodingCookieBase)
+	if err != nil {
+		return ""
+	}
+	return string(b)
+}
+
+// stateLocked is what a workload's line carries besides its point.
+func (c *Collector) stateLocked(t *track, cur Counters, iv hists) *SeriesState {
+	r := t.rec
+	s := &SeriesState{Counters: cur, Running: r.running.Load(), Lost: r.lostValue(),
+		LastLatency: float64(r.lastLatency.Load()) / 1e6, Send: encodeHist(iv.send), E2E: encodeHist(iv.e2e)}
+	if f := r.firstNanos.Load(); f != 0 {
+		s.FirstAt = time.Unix(0, f).Sub(c.start).Seconds()
+		s.LastAt = time.Unix(0, r.lastNanos.Load()).Sub(c.start).Seconds()
+	}
+	return s
+}
+
+// SeriesRun is one run read back from a series file.
+type SeriesRun struct {
+	Header SeriesHeader
+	// Metrics are the figures up to the run's last line, as a run's final
+	// snapshot: phases, run totals, latency percentiles, series.
+	Metrics Snapshot
+	// Ended is the time of the last line, in seconds since the start.
+	Ended float64
+}
+
+// replay rebuilds one run's figures from its lines.
+type replay struct {
+	run       SeriesRun
+	phases    []Phase
+	cur       Phase
+	curOpen   bool
+	works     map[string]*replayTrack
+	extraRun  map[string]*Gauge
+	extraPh   map[string]*Gauge
+	lastExtra map[string]float64
+}
+
+type replayTrack struct {
+	name       string
+	role       Role
+	last       SeriesState
+	lastPoint  Point
+	phaseStart Counters
+	phaseMax   [2]float64
+	run, phase hists
+	series     []Point
+}
+
+// ReadSeries reads a series file's runs. Lines cut short by a kill (the
+// last one, typically) are skipped.
+func ReadSeries(r io.Reader) ([]SeriesRun, error) {
+	var runs []*replay
+	var cur *replay
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64*1024), 64*1024*1024)
+	n := 0
+	for sc.Scan() {
+		n++
+		var l SeriesLine
+		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+			continue // a line the kill cut short
+		}
+		switch {
+		case l.Header != nil:
+			cur = newReplay(*l.Header)
+			runs = append(runs, cur)
+		case cur == nil:
+			return nil, fmt.Errorf("line %d: a sample before any run header (a series file written by an older planrun has none)", n)
+		default:
+			if err := cur.line(l); err != nil {
+				return nil, fmt.Errorf("line %d: %w", n, err)
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	if len(runs) == 0 {
+		return nil, errors.New("no run in the series file (was the run killed before its first sample?)")
+	}
+	out := make([]SeriesRun, len(runs))
+	for i, rp := range runs {
+		out[i] = rp.finish()
+	}
+	return out, nil
+}
+
+func newReplay(h SeriesHeader) *replay {
+	rp := &replay{run: SeriesRun{Header: h}, works: map[string]*replayTrack{}, extraRun: map[string]*Gauge{}, extraPh: map[string]*Gauge{}}
+	for _, name := range h.Order {
+		rp.works[name] = &replayTrack{name: name, role: h.Roles[name], run: newHists(), phase: newHists()}
+	}
+	rp.curOpen = true
+	return rp
+}
+
+func decodeHist(s string) (*hdr.Histogram, error) {
+	if s == "" {
+		return newHDR(), nil
+	}
+	return hdr.Decode([]byte(s))
+}
+
+func (rp *replay) line(l SeriesLine) error {
+	rp.run.Ended = max(rp.run.Ended, l.T)
+	switch {
+	case l.Begins != nil:
+		rp.closePhase(l.T)
+		rp.cur = Phase{Name: *l.Begins, Start: l.T}
+		rp.curOpen = true
+		for _, t := range rp.works {
+			t.phaseStart = t.last.Counters
+			t.phase = newHists()
+			t.phaseMax = [2]float64{}
+		}
+		rp.extraPh = map[string]*Gauge{}
+	case l.Workload != "":
+		t := rp.works[l.Workload]
+		if t == nil {
+			return fmt.Errorf("workload %q is not in the run's header", l.Workload)
+		}
+		if l.State != nil {
+			var iv hists
+			var err error
+			if iv.send, err = decodeHist(l.State.Send); err != nil {
+				return fmt.Errorf("workload %s: send latency: %w", l.Workload, err)
+			}
+			if iv.e2e, err = decodeHist(l.State.E2E); err != nil {
+				return fmt.Errorf("workload %s: end-to-end latency: %w", l.Workload, err)
+			}
+			t.run.merge(iv)
+			t.phase.merge(iv)
+			t.last = *l.State
+		}
+		if l.Interval > 0 {
+			t.series = append(t.series, l.Point)
+			t.lastPoint = l.Point
+			if l.Interval >= 0.9 {
+				t.phaseMax[0] = max(t.phaseMax[0], l.SendRate)
+				t.phaseMax[1] = max(t.phaseMax[1], l.RecvRate)
+			}
+		}
+	case l.Extra != nil:
+		rp.lastExtra = l.Extra
+		rp.run.Metrics.ExtraSeries = append(rp.run.Metrics.ExtraSeries, ExtraPoint{T: l.T, Values: l.Extra})
+		addGauges(l.Extra, rp.extraRun, rp.extraPh)
+	}
+	return nil
+}
+
+// stats are a track's figures over counters d with histograms h, as the
+// collector's statsLocked makes them.
+func (t *replayTrack) stats(d Counters, h hists) Stats {
+	p := t.lastPoint
+	s := Stats{Running: t.last.Running, Sent: d.Sent, Acked: d.Acked, Failed: d.Failed,
+		Received: d.Received, Untracked: d.Untracked, BytesAcked: d.BytesAcked, BytesReceived: d.BytesReceived,
+		Duplicates: d.Duplicates, Reordered: d.Reordered, Latency: Summarize(h.send), E2E: Summarize(h.e2e),
+		LastLatency: t.last.LastLatency, Backlog: p.Backlog, Lag: p.Lag, Lost: t.last.Lost, Gauges: p.Gauges,
+		FirstAt: t.last.FirstAt, LastAt: t.last.LastAt}
+	if s.FirstAt != 0 || s.LastAt != 0 {
+		s.Duration = s.LastAt - s.FirstAt
+	}
+	return s
+}
+
+func (rp *replay) closePhase(end float64) {
+	if !rp.curOpen {
+		return
+	}
+	p := rp.cur
+	p.End = end
+	p.Workloads = map[string]Stats{}
+	dur := p.End - p.Start
+	for name, t := range rp.works {
+		d := t.last.Counters.Sub(t.phaseStart)
+		s := t.stats(d, t.phase)
+		s.setRates(d, dur)
+		s.MaxSendRate, s.MaxRecvRate = t.phaseMax[0], t.phaseMax[1]
+		s.FillRate(t.role)
+		p.Workloads[name] = s
+	}
+	p.Extra = gaugeCopy(rp.extraPh)
+	if p.Name != "" || hasActivity(p) {
+		rp.phases = append(rp.phases, p)
+	}
+	rp.curOpen = false
+}
+
+func (rp *replay) finish() SeriesRun {
+	rp.closePhase(rp.run.Ended)
+	s := &rp.run.Metrics
+	s.Elapsed = rp.run.Ended
+	s.Phases = rp.phases
+	s.Workloads = map[string]Stats{}
+	s.Series = map[string][]Point{}
+	s.Order = rp.run.Header.Order
+	for name, t := range rp.works {
+		st := t.stats(t.last.Counters, t.run)
+		st.MaxSendRate, st.MaxRecvRate = maxOf(t.series, true), maxOf(t.series, false)
+		s.Workloads[name] = st
+		if len(t.series) > 0 {
+			s.Series[name] = t.series
+		}
+	}
+	s.FinalRates(rp.run.Header.Roles)
+	s.Extra = rp.lastExtra
+	s.ExtraRun = gaugeCopy(rp.extraRun)
+	return rp.run
+}
+
+// FinalRates turns whole-run rates into averages over each workload's
+// active time (first to last message), which is what a per-run row means:
+// a finished run's figure, which does not depend on when the last sample
+// was taken.
+func (s *Snapshot) FinalRates(roles map[string]Role) {
+	for name, st := range s.Workloads {
+		st.setRates(Counters{Acked: st.Acked, Received: st.Received, BytesAcked: st.BytesAcked, BytesReceived: st.BytesReceived}, st.Duration)
+		st.FillRate(roles[name])
+		s.Workloads[name] = st
+	}
+}
