@@ -147,6 +147,9 @@ func (c *Collector) SetSink(w io.Writer, label string) {
 	defer c.mu.Unlock()
 	if w != nil {
 		c.sink = json.NewEncoder(w)
+		for _, t := range c.tracks {
+			t.rec.keepEventsForFile()
+		}
 	}
 	c.label = label
 }
@@ -174,6 +177,9 @@ func (c *Collector) Add(r *Recorder) {
 	defer c.mu.Unlock()
 	t := &track{rec: r, prev: r.Counters(), prevAt: c.start, run: newHists(), phase: newHists()}
 	t.phaseStart = t.prev
+	if c.sink != nil {
+		r.keepEventsForFile()
+	}
 	c.tracks = append(c.tracks, t)
 	c.byName[r.Name] = t
 }

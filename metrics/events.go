@@ -115,7 +115,10 @@ type eventLog struct {
 	said    int  // buckets[order[:said]] have been announced
 	ship    bool // keep raw events for TakeDelta
 	pending []ConnEvent
-	phase   string
+	// toFile keeps raw events for the series file too (fileQueue).
+	toFile    bool
+	fileQueue []ConnEvent
+	phase     string
 }
 
 // Event records one connection event. It implements drivers.EventSink
@@ -130,6 +133,9 @@ func (r *Recorder) Event(e ConnEvent) {
 	}
 	if l.ship {
 		l.pending = append(l.pending, e)
+	}
+	if l.toFile {
+		l.fileQueue = append(l.fileQueue, e)
 	}
 	if e.Of > l.of {
 		l.of = e.Of
@@ -354,5 +360,23 @@ func (r *Recorder) takeEvents() []ConnEvent {
 	l.ship = true
 	out := l.pending
 	l.pending = nil
+	return out
+}
+
+// keepEventsForFile makes the recorder keep its raw events until the
+// collector writes them to the series file (takeFileEvents).
+func (r *Recorder) keepEventsForFile() {
+	r.events.mu.Lock()
+	r.events.toFile = true
+	r.events.mu.Unlock()
+}
+
+// takeFileEvents returns the raw events recorded since the previous call.
+func (r *Recorder) takeFileEvents() []ConnEvent {
+	l := &r.events
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := l.fileQueue
+	l.fileQueue = nil
 	return out
 }
