@@ -241,7 +241,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	env := &cluster.EnvOf{}
 	src, plans, err := plan.Load(c.args[0], plan.Options{Set: c.sets, Formats: reporters.Names(), LookupEnv: env.Lookup})
 	if err != nil {
-		printPlanErr(stderr, err)
+		plan.PrintError(stderr, err)
 		return exitBadPlan
 	}
 	if err := os.MkdirAll(c.out, 0o755); err != nil {
@@ -344,17 +344,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return exitRunFailure
 }
 
-func printPlanErr(w io.Writer, err error) {
-	var le *yamldecode.ListError
-	if errors.As(err, &le) {
-		for _, e := range le.List {
-			fmt.Fprintln(w, e.Error())
-		}
-		return
-	}
-	fmt.Fprintf(w, "planrun: %v\n", err)
-}
-
 func validate(c *cli, stdout, stderr io.Writer) int {
 	if len(c.args) == 0 {
 		fmt.Fprintf(stderr, "planrun: validate takes one or more plan files\n")
@@ -364,7 +353,7 @@ func validate(c *cli, stdout, stderr io.Writer) int {
 	for _, f := range c.args {
 		_, plans, err := plan.Load(f, plan.Options{Set: c.sets, Formats: reporters.Names()})
 		if err != nil {
-			printPlanErr(stderr, err)
+			plan.PrintError(stderr, err)
 			code = exitBadPlan
 			continue
 		}

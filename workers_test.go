@@ -20,6 +20,9 @@ import (
 // planrun itself (runChild).
 func TestMain(m *testing.M) {
 	runChild()
+	if os.Getenv(faultEnv) != "" {
+		os.Exit(kafkaFault(os.Stdout, os.Stderr))
+	}
 	if addr := os.Getenv("PLANRUN_TEST_WORKER_LISTEN"); addr != "" {
 		os.Exit(run([]string{"worker", "--listen", addr, "--token", "t0k"}, os.Stdout, os.Stderr))
 	}
@@ -106,6 +109,11 @@ func TestWorkersSplitCountsLikeOneProcess(t *testing.T) {
 	}
 	if n := len(res.Runs[0].Workers); n != 3 {
 		t.Errorf("%d workers in the result, want 3", n)
+	}
+	for _, w := range res.Runs[0].Workers {
+		if w.FirstMessageS <= 0 || w.ReceivedBytes == 0 || w.SentBytes == 0 {
+			t.Errorf("worker %d: first message at %gs, control traffic %d bytes in, %d out: want all measured", w.Index, w.FirstMessageS, w.ReceivedBytes, w.SentBytes)
+		}
 	}
 	single := t.TempDir()
 	if code := run([]string{"run", "--quiet", "--out", single, file}, io.Discard, io.Discard); code != exitOK {

@@ -48,6 +48,7 @@ type Conductor struct {
 type remote struct {
 	index  int
 	addr   string
+	conn   *countingConn
 	client *rpc.Client
 	info   JoinReply
 	offset atomic.Int64 // worker clock minus conductor clock, nanos
@@ -133,7 +134,8 @@ func (c *Conductor) join(ctx context.Context, w *remote) error {
 	if err != nil {
 		return fmt.Errorf("cannot reach it: %w", err)
 	}
-	w.client = rpc.NewClient(conn)
+	w.conn = &countingConn{Conn: conn}
+	w.client = rpc.NewClient(w.conn)
 	jctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	a := &JoinArgs{Token: c.Token, Version: c.Version, File: c.File, Source: c.Source, Set: c.Set, Env: c.Env, Index: w.index, Count: len(c.Addrs)}
@@ -180,7 +182,11 @@ func (c *Conductor) Check(plans []*plan.Plan) error {
 // Begin implements engine.Remote.
 func (c *Conductor) Begin(ctx context.Context, p *plan.Plan, index int, shared *workloads.Shared, targets func(string) drivers.Target) (engine.RemoteRun, error) {
 	c.defaults()
-	rr := &remoteRun{c: c, shared: shared, proxies: map[string]*proxy{}, names: map[int][]string{}, drift: make([]int64, len(c.workers)), offset0: make([]int64, len(c.workers))}
+	rr := &remoteRun{c: c, shared: shared, proxies: map[string]*proxy{}, names: map[int][]string{}, drift: make([]int64, len(c.workers)), offset0: make([]int64, len(c.workers)),
+		traffic0: make([][2]int64, len(c.workers)), first: make([]int64, len(c.workers))}
+	for i, w := range c.workers {
+		rr.traffic0[i] = w.conn.counts()
+	}
 	per := make([][]ShardSpec, len(c.workers))
 	for i, def := range p.Workloads {
 		if def.Section == nil {
@@ -243,10 +249,14 @@ type remoteRun struct {
 	proxies map[string]*proxy
 	names   map[int][]string
 	offset0 []int64
-	cancel  context.CancelFunc
-	done    chan struct{}
-	mu      sync.Mutex
-	drift   []int64
+	// traffic0 is what each connection had carried when the run began.
+	traffic0 [][2]int64
+	// first is each worker's first message on the conductor's clock.
+	first  []int64
+	cancel context.CancelFunc
+	done   chan struct{}
+	mu     sync.Mutex
+	drift  []int64
 }
 
 func (rr *remoteRun) crossHostWarning(p *plan.Plan) {
@@ -357,6 +367,14 @@ func (rr *remoteRun) apply(w *remote, f *Figures) {
 		if px := rr.proxies[name]; px != nil {
 			px.apply(w, f.Now, sf)
 		}
+		if sf.Delta.First != 0 {
+			first := sf.Delta.First - w.offset.Load()
+			rr.mu.Lock()
+			if rr.first[w.index] == 0 || first < rr.first[w.index] {
+				rr.first[w.index] = first
+			}
+			rr.mu.Unlock()
+		}
 	}
 	for _, m := range f.Warnings {
 		rr.shared.Warn(fmt.Sprintf("%s: %s", w, m))
@@ -422,8 +440,13 @@ func (rr *remoteRun) End(ctx context.Context) []results.Worker {
 	for i, w := range rr.c.workers {
 		names := append([]string(nil), rr.names[i]...)
 		sort.Strings(names)
+		tr := w.conn.counts()
 		out[i] = results.Worker{Index: i, Addr: w.addr, Host: w.info.Host, Workloads: names,
-			OffsetMs: float64(rr.offset0[i]) / 1e6, DriftMs: float64(rr.drift[i]) / 1e6, RTTMs: float64(w.rtt.Load()) / 1e6, Lost: w.lost.Load()}
+			OffsetMs: float64(rr.offset0[i]) / 1e6, DriftMs: float64(rr.drift[i]) / 1e6, RTTMs: float64(w.rtt.Load()) / 1e6, Lost: w.lost.Load(),
+			ReceivedBytes: tr[0] - rr.traffic0[i][0], SentBytes: tr[1] - rr.traffic0[i][1]}
+		if rr.first[i] != 0 {
+			out[i].FirstMessageS = float64(rr.first[i]-rr.shared.Start.UnixNano()) / 1e9
+		}
 	}
 	return out
 }
@@ -696,3 +719,24 @@ func (p *proxy) set(key string, value any, reset bool) error {
 	}
 	return nil
 }
+
+// countingConn counts the bytes of the control connection to a worker.
+type countingConn struct {
+	net.Conn
+	in, out atomic.Int64
+}
+
+func (c *countingConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	c.in.Add(int64(n))
+	return n, err
+}
+
+func (c *countingConn) Write(b []byte) (int, error) {
+	n, err := c.Conn.Write(b)
+	c.out.Add(int64(n))
+	return n, err
+}
+
+// counts returns the bytes received and sent so far.
+func (c *countingConn) counts() [2]int64 { return [2]int64{c.in.Load(), c.out.Load()} }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -198,7 +197,7 @@ func runOrRender(ctx context.Context, cmd string, args []string, stdout, stderr 
 	}
 	// The plan is checked here, before anything is created.
 	if _, _, err := plan.Parse(pos[0], data, plan.Options{Set: o.spec.Sets, Formats: reporters.Names()}); err != nil {
-		printPlanErr(stderr, err)
+		plan.PrintError(stderr, err)
 		return exitBadPlan
 	}
 	o.spec.Plan, o.spec.PlanFile = data, filepath.Base(pos[0])
@@ -327,17 +326,6 @@ func unpackCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	printMarkdown(u.Files, stdout, stderr)
 	return u.Exit
-}
-
-func printPlanErr(w io.Writer, err error) {
-	var le *yamldecode.ListError
-	if errors.As(err, &le) {
-		for _, e := range le.List {
-			fmt.Fprintln(w, e.Error())
-		}
-		return
-	}
-	fmt.Fprintf(w, "planrun: %v\n", err)
 }
 
 // clients holds only the core and batch API clients: the full clientset

@@ -148,7 +148,7 @@ func (c *Collector) SetSink(w io.Writer, label string) {
 	if w != nil {
 		c.sink = json.NewEncoder(w)
 		for _, t := range c.tracks {
-			t.rec.startJournal()
+			t.rec.keepEventsForFile()
 		}
 	}
 	c.label = label
@@ -178,7 +178,7 @@ func (c *Collector) Add(r *Recorder) {
 	t := &track{rec: r, prev: r.Counters(), prevAt: c.start, run: newHists(), phase: newHists()}
 	t.phaseStart = t.prev
 	if c.sink != nil {
-		r.startJournal()
+		r.keepEventsForFile()
 	}
 	c.tracks = append(c.tracks, t)
 	c.byName[r.Name] = t
@@ -349,7 +349,8 @@ func (c *Collector) statsLocked(t *track, d Counters, h hists) Stats {
 		Latency: Summarize(h.send), E2E: Summarize(h.e2e),
 		LastLatency: float64(r.lastLatency.Load()) / 1e6,
 		Backlog:     r.backlogValue(), Lag: r.lag.Load(), Lost: r.lostValue(), Gauges: r.gaugeValues(),
-		Events: eventStats(d),
+		Events: EventStats{Disconnects: d.Disconnects, Reconnects: d.Reconnects, SendErrors: d.SendErrors,
+			ReceiveErrors: d.ReceiveErrors, Rebalances: d.Rebalances},
 	}
 	if f := r.firstNanos.Load(); f != 0 {
 		s.FirstAt = time.Unix(0, f).Sub(c.start).Seconds()
@@ -423,7 +424,8 @@ func (c *Collector) Snapshot(now time.Time, withSeries bool) Snapshot {
 			s.Series[t.rec.Name] = append([]Point(nil), t.series...)
 		}
 	}
-	sortEvents(&s)
+	sort.SliceStable(s.Events, func(i, j int) bool { return s.Events[i].T < s.Events[j].T })
+	sort.SliceStable(s.Outages, func(i, j int) bool { return s.Outages[i].Start < s.Outages[j].Start })
 	s.Phases = append([]Phase(nil), c.phases...)
 	s.Phase = c.closePhaseLocked(now)
 	if c.extra != nil {

@@ -106,17 +106,18 @@ type outageRec struct {
 // eventLog is a recorder's connection events: per-second counts and the
 // outages they make up. Events are rare next to messages: a mutex is fine.
 type eventLog struct {
-	mu        sync.Mutex
-	buckets   map[bucketKey]*EventCount
-	order     []bucketKey
-	of        int
-	down      map[int]struct{}
-	outages   []*outageRec
-	said      int  // buckets[order[:said]] have been announced
-	ship      bool // keep raw events for TakeDelta
-	pending   []ConnEvent
-	journal   bool // keep raw events for the series file too
-	journaled []ConnEvent
+	mu      sync.Mutex
+	buckets map[bucketKey]*EventCount
+	order   []bucketKey
+	of      int
+	down    map[int]struct{}
+	outages []*outageRec
+	said    int  // buckets[order[:said]] have been announced
+	ship    bool // keep raw events for TakeDelta
+	pending []ConnEvent
+	// toFile keeps raw events for the series file too (fileQueue).
+	toFile    bool
+	fileQueue []ConnEvent
 	phase     string
 }
 
@@ -133,8 +134,8 @@ func (r *Recorder) Event(e ConnEvent) {
 	if l.ship {
 		l.pending = append(l.pending, e)
 	}
-	if l.journal {
-		l.journaled = append(l.journaled, e)
+	if l.toFile {
+		l.fileQueue = append(l.fileQueue, e)
 	}
 	if e.Of > l.of {
 		l.of = e.Of
@@ -362,32 +363,20 @@ func (r *Recorder) takeEvents() []ConnEvent {
 	return out
 }
 
-// startJournal makes the recorder keep its raw events for the series file.
-func (r *Recorder) startJournal() {
+// keepEventsForFile makes the recorder keep its raw events until the
+// collector writes them to the series file (takeFileEvents).
+func (r *Recorder) keepEventsForFile() {
 	r.events.mu.Lock()
-	r.events.journal = true
+	r.events.toFile = true
 	r.events.mu.Unlock()
 }
 
-// takeJournal returns the raw events recorded since the previous call,
-// for the series file.
-func (r *Recorder) takeJournal() []ConnEvent {
+// takeFileEvents returns the raw events recorded since the previous call.
+func (r *Recorder) takeFileEvents() []ConnEvent {
 	l := &r.events
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	out := l.journaled
-	l.journaled = nil
+	out := l.fileQueue
+	l.fileQueue = nil
 	return out
-}
-
-// eventStats are the event counts among counters d.
-func eventStats(d Counters) EventStats {
-	return EventStats{Disconnects: d.Disconnects, Reconnects: d.Reconnects, SendErrors: d.SendErrors,
-		ReceiveErrors: d.ReceiveErrors, Rebalances: d.Rebalances}
-}
-
-// sortEvents puts a snapshot's events and outages in time order.
-func sortEvents(s *Snapshot) {
-	sort.SliceStable(s.Events, func(i, j int) bool { return s.Events[i].T < s.Events[j].T })
-	sort.SliceStable(s.Outages, func(i, j int) bool { return s.Outages[i].Start < s.Outages[j].Start })
 }

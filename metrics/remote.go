@@ -106,12 +106,15 @@ func (h *Histogram) mergeEncoded(b []byte) error {
 	if len(b) == 0 {
 		return nil
 	}
-	o, err := hdr.Decode(b)
+	// Decoded sparse: a dense histogram per delta would allocate and walk
+	// every bucket, and a conductor merges a delta per worker and workload
+	// every interval.
+	o, err := hdr.DecodePacked(b)
 	if err != nil {
 		return fmt.Errorf("decoding a latency histogram: %w", err)
 	}
 	h.mu.Lock()
-	h.cur.Merge(o)
+	o.MergeInto(h.cur)
 	h.mu.Unlock()
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sort"
 	"time"
 
 	hdr "github.com/HdrHistogram/hdrhistogram-go"
@@ -103,7 +104,8 @@ func encodeHist(h *hdr.Histogram) string {
 func (c *Collector) stateLocked(t *track, cur Counters, iv hists) *SeriesState {
 	r := t.rec
 	s := &SeriesState{Counters: cur, Running: r.running.Load(), Lost: r.lostValue(),
-		LastLatency: float64(r.lastLatency.Load()) / 1e6, Send: encodeHist(iv.send), E2E: encodeHist(iv.e2e), Events: r.takeJournal()}
+		LastLatency: float64(r.lastLatency.Load()) / 1e6, Send: encodeHist(iv.send), E2E: encodeHist(iv.e2e),
+		Events: r.takeFileEvents()}
 	if f := r.firstNanos.Load(); f != 0 {
 		s.FirstAt = time.Unix(0, f).Sub(c.start).Seconds()
 		s.LastAt = time.Unix(0, r.lastNanos.Load()).Sub(c.start).Seconds()
@@ -142,8 +144,7 @@ type replayTrack struct {
 	phaseMax   [2]float64
 	run, phase hists
 	series     []Point
-	// rec replays the workload's connection events and the counters they
-	// are measured against, to rebuild its outages.
+	// rec replays the connection events, which make up the outages.
 	rec *Recorder
 }
 
@@ -189,7 +190,8 @@ func ReadSeries(r io.Reader) ([]SeriesRun, error) {
 func newReplay(h SeriesHeader) *replay {
 	rp := &replay{run: SeriesRun{Header: h}, works: map[string]*replayTrack{}, extraRun: map[string]*Gauge{}, extraPh: map[string]*Gauge{}}
 	for _, name := range h.Order {
-		rp.works[name] = &replayTrack{name: name, role: h.Roles[name], run: newHists(), phase: newHists(), rec: NewRecorder(name, h.Kinds[name], h.Roles[name])}
+		rp.works[name] = &replayTrack{name: name, role: h.Roles[name], run: newHists(), phase: newHists(),
+			rec: NewRecorder(name, h.Kinds[name], h.Roles[name])}
 	}
 	rp.curOpen = true
 	return rp
@@ -232,19 +234,7 @@ func (rp *replay) line(l SeriesLine) error {
 			}
 			t.run.merge(iv)
 			t.phase.merge(iv)
-			// The line does not say when in its second a send failed:
-			// failures count into an outage that began or ended in it.
-			var later []ConnEvent
-			for _, e := range l.State.Events {
-				if e.Kind == EventDisconnected {
-					t.rec.Event(e)
-				} else {
-					later = append(later, e)
-				}
-			}
-			if err := t.rec.ApplyDelta(Delta{Counters: l.State.Counters.Sub(t.last.Counters), Events: later}, 0); err != nil {
-				return fmt.Errorf("workload %s: %w", l.Workload, err)
-			}
+			t.events(l.State)
 			t.last = *l.State
 		}
 		if l.Interval > 0 {
@@ -263,6 +253,28 @@ func (rp *replay) line(l SeriesLine) error {
 	return nil
 }
 
+// events replays the connection events of a line. An outage's failed and
+// delayed sends are told by the counters when it began and ended, which the
+// file has once a second: those of the line before for a disconnect, those
+// of the line for a reconnect.
+func (t *replayTrack) events(st *SeriesState) {
+	for _, e := range st.Events {
+		c := st.Counters
+		if e.Kind == EventDisconnected {
+			c = t.last.Counters
+		}
+		t.rec.failed.Store(c.Failed)
+		t.rec.outDelayed.Store(c.OutageDelayed)
+		t.rec.Event(e)
+	}
+}
+
+// outages are the track's outages as of end seconds into the run.
+func (rp *replay) outages(t *replayTrack, end float64) []Outage {
+	start := rp.run.Header.Started
+	return t.rec.outageList(start, start.Add(time.Duration(end*float64(time.Second))))
+}
+
 // stats are a track's figures over counters d with histograms h, as the
 // collector's statsLocked makes them.
 func (t *replayTrack) stats(d Counters, h hists) Stats {
@@ -271,11 +283,12 @@ func (t *replayTrack) stats(d Counters, h hists) Stats {
 		Received: d.Received, Untracked: d.Untracked, BytesAcked: d.BytesAcked, BytesReceived: d.BytesReceived,
 		Duplicates: d.Duplicates, Reordered: d.Reordered, Latency: Summarize(h.send), E2E: Summarize(h.e2e),
 		LastLatency: t.last.LastLatency, Backlog: p.Backlog, Lag: p.Lag, Lost: t.last.Lost, Gauges: p.Gauges,
-		FirstAt: t.last.FirstAt, LastAt: t.last.LastAt}
+		FirstAt: t.last.FirstAt, LastAt: t.last.LastAt,
+		Events: EventStats{Disconnects: d.Disconnects, Reconnects: d.Reconnects, SendErrors: d.SendErrors,
+			ReceiveErrors: d.ReceiveErrors, Rebalances: d.Rebalances}}
 	if s.FirstAt != 0 || s.LastAt != 0 {
 		s.Duration = s.LastAt - s.FirstAt
 	}
-	s.Events = eventStats(d)
 	return s
 }
 
@@ -293,7 +306,7 @@ func (rp *replay) closePhase(end float64) {
 		s.setRates(d, dur)
 		s.MaxSendRate, s.MaxRecvRate = t.phaseMax[0], t.phaseMax[1]
 		s.FillRate(t.role)
-		s.Outage = outageStats(t.rec.outageList(rp.run.Header.Started, rp.run.Header.Started.Add(secs(end))), p.Start, p.End)
+		s.Outage = outageStats(rp.outages(t, end), p.Start, p.End)
 		p.Workloads[name] = s
 	}
 	p.Extra = gaugeCopy(rp.extraPh)
@@ -311,23 +324,21 @@ func (rp *replay) finish() SeriesRun {
 	s.Workloads = map[string]Stats{}
 	s.Series = map[string][]Point{}
 	s.Order = rp.run.Header.Order
-	start := rp.run.Header.Started
-	for _, name := range s.Order {
+	for _, name := range rp.run.Header.Order {
 		t := rp.works[name]
-		outs := t.rec.outageList(start, start.Add(secs(rp.run.Ended)))
-		s.Outages = append(s.Outages, outs...)
-		s.Events = append(s.Events, t.rec.eventCounts(start)...)
-	}
-	sortEvents(s)
-	for name, t := range rp.works {
 		st := t.stats(t.last.Counters, t.run)
-		st.Outage = outageStats(t.rec.outageList(start, start.Add(secs(rp.run.Ended))), 0, rp.run.Ended)
 		st.MaxSendRate, st.MaxRecvRate = maxOf(t.series, true), maxOf(t.series, false)
+		outs := rp.outages(t, rp.run.Ended)
+		st.Outage = outageStats(outs, 0, rp.run.Ended)
 		s.Workloads[name] = st
+		s.Outages = append(s.Outages, outs...)
+		s.Events = append(s.Events, t.rec.eventCounts(rp.run.Header.Started)...)
 		if len(t.series) > 0 {
 			s.Series[name] = t.series
 		}
 	}
+	sort.SliceStable(s.Events, func(i, j int) bool { return s.Events[i].T < s.Events[j].T })
+	sort.SliceStable(s.Outages, func(i, j int) bool { return s.Outages[i].Start < s.Outages[j].Start })
 	s.FinalRates(rp.run.Header.Roles)
 	s.Extra = rp.lastExtra
 	s.ExtraRun = gaugeCopy(rp.extraRun)
@@ -345,5 +356,3 @@ func (s *Snapshot) FinalRates(roles map[string]Role) {
 		s.Workloads[name] = st
 	}
 }
-
-func secs(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

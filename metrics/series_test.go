@@ -37,6 +37,18 @@ func TestReadSeriesEqualsFinish(t *testing.T) {
 	c.StartPhase("warm", at(0.01))
 	for s := range 3 {
 		send(500+100*s, float64(s))
+		switch s {
+		case 1: // an outage of one of two clients, with sends failing in it
+			prod.Event(ConnEvent{Kind: EventDisconnected, Reason: "connection refused", Client: 1, Of: 2, At: at(1.5).UnixNano()})
+			for range 10 {
+				prod.Sent()
+				prod.Failed()
+			}
+			prod.Event(ConnEvent{Kind: EventSendError, Reason: "timeout", At: at(1.6).UnixNano()})
+		case 2:
+			prod.Event(ConnEvent{Kind: EventReconnected, Client: 1, Of: 2, At: at(2.7).UnixNano()})
+			cons.Event(ConnEvent{Kind: EventRebalance, At: at(2.8).UnixNano()})
+		}
 		c.Sample(at(float64(s + 1)))
 	}
 	c.StartPhase("steady", at(3.2))
@@ -73,6 +85,12 @@ func TestReadSeriesEqualsFinish(t *testing.T) {
 			t.Errorf("run, %s:\n got %+v\nwant %+v", name, g, w)
 		}
 	}
+	if len(want.Events) != 4 || len(want.Outages) != 1 || want.Outages[0].Failed != 10 {
+		t.Fatalf("the test's events did not happen: %+v, %+v", want.Events, want.Outages)
+	}
+	if !sameFigures(t, got.Events, want.Events) || !sameFigures(t, got.Outages, want.Outages) {
+		t.Errorf("events:\n got %+v %+v\nwant %+v %+v", got.Events, got.Outages, want.Events, want.Outages)
+	}
 	if !reflect.DeepEqual(got.Series, want.Series) {
 		t.Errorf("series differ:\n got %+v\nwant %+v", got.Series, want.Series)
 	}
@@ -100,6 +118,17 @@ func sameFigures(t *testing.T, a, b any) bool {
 
 func near(a, b any) bool {
 	switch x := a.(type) {
+	case []any:
+		y, ok := b.([]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for i := range x {
+			if !near(x[i], y[i]) {
+				return false
+			}
+		}
+		return true
 	case map[string]any:
 		y, ok := b.(map[string]any)
 		if !ok || len(x) != len(y) {

@@ -173,6 +173,25 @@ var runSections = []struct {
 	{"Events (connections lost and back, errors, rebalances; seconds since the start)", EventsTable},
 	{"Outages (time with connections down; sends that failed during it or were acked late because of it)", OutageTable},
 	{"Collected figures (phase average / max)", ExtraTable},
+	{"Workers (first message in seconds since the start, on the conductor's clock; each worker's clock minus the conductor's, its largest change during the run and the best round trip, ms; control traffic with the conductor, kB)", WorkersTable},
+}
+
+// WorkersTable is a row per worker of a run over workers.
+func WorkersTable(run *results.Run) ([]string, [][]string) {
+	header := []string{"worker", "address", "host", "workloads", "first message s", "clock offset ms", "drift ms", "rtt ms", "received kB", "sent kB", "lost"}
+	var rows [][]string
+	for _, w := range run.Workers {
+		first, lost := "", ""
+		if w.FirstMessageS != 0 {
+			first = F(w.FirstMessageS, 3)
+		}
+		if w.Lost {
+			lost = "**lost**"
+		}
+		rows = append(rows, []string{I(int64(w.Index)), w.Addr, w.Host, strings.Join(w.Workloads, ", "), first,
+			F(w.OffsetMs, 3), F(w.DriftMs, 3), F(w.RTTMs, 3), F(float64(w.ReceivedBytes)/1e3, 1), F(float64(w.SentBytes)/1e3, 1), lost})
+	}
+	return header, rows
 }
 
 func orDefault(s, d string) string {

@@ -23,3 +23,20 @@ func TestMarkdownGolden(t *testing.T) {
 	Render(&b, res)
 	golden(t, "report.md", b.Bytes())
 }
+
+// A run over workers gets a table of them: where each ran what, when its
+// first message came (the start skew), its clock, its control traffic, and
+// the one that was lost.
+func TestMarkdownWorkersGolden(t *testing.T) {
+	res := syntheticResult([]string{""}, 1)
+	res.Status, res.Error = results.Failed, "worker 2 (10.0.0.13:7070) lost: no answer within 3s"
+	res.Runs[0].Status, res.Runs[0].Error = results.Failed, res.Error
+	res.Runs[0].Workers = []results.Worker{
+		{Index: 0, Addr: "10.0.0.11:7070", Host: "load-a", Workloads: []string{"producer"}, FirstMessageS: 0.412, OffsetMs: 0.021, DriftMs: 0.004, RTTMs: 0.180, ReceivedBytes: 41230, SentBytes: 2210},
+		{Index: 1, Addr: "10.0.0.12:7070", Host: "load-b", Workloads: []string{"consumer", "producer"}, FirstMessageS: 0.415, OffsetMs: -1.532, DriftMs: 0.110, RTTMs: 0.204, ReceivedBytes: 80012, SentBytes: 2290},
+		{Index: 2, Addr: "10.0.0.13:7070", Host: "load-c", Workloads: []string{"producer"}, OffsetMs: 12.5, RTTMs: 0.31, Lost: true},
+	}
+	var b bytes.Buffer
+	Render(&b, res)
+	golden(t, "workers.md", b.Bytes())
+}

@@ -95,6 +95,15 @@ type Worker struct {
 	RTTMs    float64 `json:"rtt_ms"`
 	// Lost is set when the worker stopped answering during the run.
 	Lost bool `json:"lost,omitempty"`
+	// ReceivedBytes and SentBytes are the conductor's control traffic with
+	// the worker during the run: figures and replies received, calls sent.
+	ReceivedBytes int64 `json:"control_received_bytes"`
+	SentBytes     int64 `json:"control_sent_bytes"`
+	// FirstMessageS is when the worker's shards had their first message
+	// acknowledged or received, in seconds since the run's start on the
+	// conductor's clock (the worker's clock offset taken out); 0 for none.
+	// Across workers that start together it shows the start skew.
+	FirstMessageS float64 `json:"first_message_s,omitempty"`
 }
 
 // legacyRoles are the roles of the kinds results had before roles were

@@ -169,22 +169,29 @@ steps:
   - stop: all
 `
 	run := execute(t, y).Runs[0]
-	perThread := map[string]float64{}
+	rates, perThread := map[string]float64{}, map[string]float64{}
 	for _, ph := range run.Metrics.Phases {
 		n := map[string]float64{"two": 2, "eight": 8, "one": 1}[ph.Name]
 		if n > 0 {
-			perThread[ph.Name] = ph.Workloads["producer"].Rate / n
+			rates[ph.Name] = ph.Workloads["producer"].Rate
+			perThread[ph.Name] = rates[ph.Name] / n
 		}
 	}
 	t.Logf("msg/s per thread: %v", perThread)
+	if len(perThread) != 3 {
+		t.Fatalf("phases %v", run.Metrics.PhaseNames())
+	}
 	for name, r := range perThread {
 		// At most 50/s a thread (20 ms a send), plus the sends that ended
-		// threads had begun before the change; scheduling takes a little.
-		if r > 55 || r < 35 {
-			t.Errorf("phase %s: %.1f msg/s per thread, want about 50", name, r)
+		// threads had begun before the change: more means more threads
+		// than asked for.
+		if r > 55 || r < 15 {
+			t.Errorf("phase %s: %.1f msg/s per thread, want at most about 50", name, r)
 		}
 	}
-	if len(perThread) != 3 {
-		t.Errorf("phases %v", run.Metrics.PhaseNames())
+	// A busy machine slows every thread alike; the rates still follow the
+	// number of threads (4x and 1/2 when the machine is quiet).
+	if rates["eight"] < 2.5*rates["two"] || rates["one"] > 0.7*rates["two"] {
+		t.Errorf("rates %v msg/s at 2, 8 and 1 threads do not follow the threads", rates)
 	}
 }

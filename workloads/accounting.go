@@ -259,6 +259,10 @@ func (a *Accounting) seenLocked(g *Group, stream uint32, seq uint64, bytes int) 
 	}
 	g.distinctN++
 	g.distinctB += int64(bytes)
+	if _, ok := a.sizes[stream]; !ok {
+		// A stream sent by another process: its deltas carry the size.
+		a.sizes[stream] = bytes
+	}
 	if e := g.expected[stream]; e != nil && e.Contains(seq) {
 		g.matchedN++
 		g.matchedB += int64(bytes)

@@ -156,7 +156,8 @@ func (a *Accounting) streamsLocked(m map[uint32]*roaring64.Bitmap) ([]StreamSeqs
 // one. Groups it does not know yet are created with a subscription that
 // matches its own name only, until Group gives their matcher. Messages a
 // group receives here and in the delta count as duplicates of the group
-// (Stats).
+// (Stats). It works on whole bitmaps, not message by message: a conductor
+// applies every worker's deltas.
 func (a *Accounting) Apply(d AccountingDelta) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -164,13 +165,10 @@ func (a *Accounting) Apply(d AccountingDelta) error {
 		k := destKey{dd.Target, dd.Topic}
 		for _, s := range dd.Streams {
 			b := roaring64.New()
-			if _, err := b.FromUnsafeBytes(s.Seqs); err != nil {
+			if err := b.UnmarshalBinary(s.Seqs); err != nil { // a copy: b is changed and merged
 				return fmt.Errorf("accounting: acks of %s/%s, stream %d: %w", dd.Target, dd.Topic, s.Stream, err)
 			}
-			it := b.Iterator()
-			for it.HasNext() {
-				a.ackLocked(k.target, k.topic, s.Stream, it.Next(), s.Size)
-			}
+			a.ackBitmapLocked(k, s.Stream, b, s.Size)
 		}
 		if dd.Anonymous != 0 {
 			a.ackAnonLocked(k, dd.Anonymous, dd.AnonymousBytes)
@@ -180,20 +178,73 @@ func (a *Accounting) Apply(d AccountingDelta) error {
 		g := a.groupLocked(gd.Group, nil)
 		for _, s := range gd.Streams {
 			b := roaring64.New()
-			if _, err := b.FromUnsafeBytes(s.Seqs); err != nil {
+			if err := b.UnmarshalBinary(s.Seqs); err != nil {
 				return fmt.Errorf("accounting: group %s, stream %d: %w", gd.Group.Group, s.Stream, err)
 			}
 			if _, ok := a.sizes[s.Stream]; !ok {
 				a.sizes[s.Stream] = s.Size
 			}
-			it := b.Iterator()
-			for it.HasNext() {
-				a.seenLocked(g, s.Stream, it.Next(), s.Size)
-			}
+			a.seenBitmapLocked(g, s.Stream, b, s.Size)
 		}
 		if gd.Anonymous != 0 {
 			a.seenAnonLocked(g, gd.Anonymous, gd.AnonymousBytes)
 		}
 	}
 	return nil
+}
+
+// ackBitmapLocked is ackLocked for every sequence number in b.
+func (a *Accounting) ackBitmapLocked(k destKey, stream uint32, b *roaring64.Bitmap, bytes int) {
+	a.sizes[stream] = bytes
+	d := a.destLocked(k.target, k.topic)
+	acked := bitmap(d.acked, stream)
+	b.AndNot(acked) // acknowledged twice: a relay forwarding a duplicate
+	if b.IsEmpty() {
+		return
+	}
+	// Unions into new bitmaps: roaring's in-place union of two run
+	// containers adds value by value, its union merges the runs.
+	d.acked[stream] = roaring64.Or(acked, b)
+	for _, g := range d.groups {
+		exp := bitmap(g.expected, stream)
+		fresh := roaring64.AndNot(b, exp) // not acknowledged to another destination the group reads
+		n := int64(fresh.GetCardinality())
+		if n == 0 {
+			continue
+		}
+		g.expected[stream] = roaring64.Or(exp, fresh)
+		g.expectedN += n
+		g.expectedB += n * int64(bytes)
+		if seen := g.seen[stream]; seen != nil {
+			m := int64(fresh.AndCardinality(seen))
+			g.matchedN += m
+			g.matchedB += m * int64(bytes)
+		}
+	}
+	if a.tracking {
+		bitmap(pendingFor(a.pendAck, d.key), stream).Or(b)
+	}
+}
+
+// seenBitmapLocked is seenLocked for every sequence number in b.
+func (a *Accounting) seenBitmapLocked(g *Group, stream uint32, b *roaring64.Bitmap, bytes int) {
+	seen := bitmap(g.seen, stream)
+	total := int64(b.GetCardinality())
+	b.AndNot(seen)
+	n := int64(b.GetCardinality())
+	g.duplicates += total - n
+	if n == 0 {
+		return
+	}
+	g.seen[stream] = roaring64.Or(seen, b)
+	g.distinctN += n
+	g.distinctB += n * int64(bytes)
+	if e := g.expected[stream]; e != nil {
+		m := int64(b.AndCardinality(e))
+		g.matchedN += m
+		g.matchedB += m * int64(bytes)
+	}
+	if a.tracking {
+		bitmap(pendingFor(a.pendSeen, g.key), stream).Or(b)
+	}
 }

@@ -3,8 +3,12 @@
 #   bash bench/workers/run.sh [WORKERS] [RATE_PER_WORKER] [SECONDS]
 # Starts WORKERS local worker processes, runs a memory-driver producer at
 # RATE_PER_WORKER msg/s on each for SECONDS, and prints the CPU seconds of
-# the conductor and of the workers (from /proc), the conductor's share, and
-# the conductor's CPU as a share of the workers'.
+# the conductor and of the workers (from /proc), the conductor's CPU as a
+# share of the workers', and the control traffic: the bytes the conductor
+# received from the workers (their figures every 200 ms) and sent them
+# during the run, from the report's workers list, per second of the run;
+# and the start skew: how far apart the workers' first acknowledged
+# messages are, on the conductor's clock.
 set -euo pipefail
 N=${1:-8}
 RATE=${2:-50000}
@@ -48,8 +52,22 @@ for i in $(seq 0 $((N-1))); do
   d=$(echo "$(cpu "$(cat "$tmp/w$i.pid")") - ${w0[$i]}" | bc)
   wsum=$(echo "$wsum + $d" | bc)
 done
-acked=$(python3 -c "import json;r=json.load(open('$tmp/out/workers-bench.json'));print(r['runs'][0]['metrics']['workloads']['producer']['acked'])")
-echo "workers=$N rate/worker=$RATE seconds=$SECS acked=$acked"
+read -r acked secs rx tx skew < <(python3 - "$tmp/out/workers-bench.json" <<'PY'
+import json, sys
+from datetime import datetime
+r = json.load(open(sys.argv[1]))["runs"][0]
+t = lambda s: datetime.fromisoformat(s.replace("Z", "+00:00"))
+secs = (t(r["finished"]) - t(r["started"])).total_seconds()
+rx = sum(w["control_received_bytes"] for w in r["workers"])
+tx = sum(w["control_sent_bytes"] for w in r["workers"])
+firsts = [w["first_message_s"] for w in r["workers"] if w.get("first_message_s")]
+skew = (max(firsts) - min(firsts)) * 1000 if firsts else -1
+print(r["metrics"]["workloads"]["producer"]["acked"], round(secs, 2), rx, tx, round(skew, 1))
+PY
+)
+echo "workers=$N rate/worker=$RATE seconds=$SECS acked=$acked run=${secs}s"
 echo "workers CPU s (sum)=$wsum"
 echo "conductor CPU s=$ccpu"
 echo "conductor share of workers' CPU: $(echo "scale=2; 100 * $ccpu / $wsum" | bc)%"
+echo "start skew: the workers' first acknowledged messages span ${skew} ms (conductor's clock)"
+echo "control traffic: conductor received $rx bytes ($(echo "scale=1; $rx / $secs / 1000" | bc) kB/s, $(echo "scale=1; $rx / $secs / 1000 / $N" | bc) kB/s per worker), sent $tx bytes ($(echo "scale=1; $tx / $secs / 1000" | bc) kB/s)"

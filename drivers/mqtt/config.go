@@ -69,16 +69,20 @@ type ConsumeOptions struct {
 }
 
 // Shard implements drivers.Shardable: the part's share of the clients,
-// numbered from where the part starts in the whole fleet.
+// numbered from where the part starts in the whole fleet, and the same
+// share of the connect rate, so that the fleet together connects at the
+// plan's connect_rate.
 func (o *ProduceOptions) Shard(p drivers.Part) any {
 	c := *o
 	if o.Clients == 0 {
 		// One client per thread: the part's threads are its clients.
 		c.ClientBase = o.ClientBase + p.ThreadBase
+		c.ConnectRate = o.ConnectRate / float64(p.Of)
 		return &c
 	}
 	base, n := drivers.Split(o.Clients, p.Index, p.Of)
 	c.ClientBase, c.Clients = o.ClientBase+base, n
+	c.ConnectRate = o.ConnectRate * float64(n) / float64(o.Clients)
 	return &c
 }
 

@@ -330,6 +330,39 @@ func TestConnectRate(t *testing.T) {
 	})
 }
 
+// A fleet split over processes keeps its client indexes dense and its
+// connect rate: the shards together connect at the plan's connect_rate.
+func TestShardSplitsClientsAndConnectRate(t *testing.T) {
+	for _, tc := range []struct {
+		clients, threads int
+		rate             float64
+	}{{10, 0, 1000}, {3, 0, 90}, {0, 7, 700}} {
+		o := &ProduceOptions{Clients: tc.clients, ConnectRate: tc.rate}
+		var sum float64
+		next := 0
+		for i := range 3 {
+			base, threads := drivers.Split(max(tc.threads, 1), i, 3)
+			s := o.Shard(drivers.Part{Index: i, Of: 3, ThreadBase: base, Threads: threads}).(*ProduceOptions)
+			if tc.clients > 0 {
+				if s.ClientBase != next {
+					t.Errorf("%+v shard %d: clients from %d, want %d", tc, i, s.ClientBase, next)
+				}
+				next += s.Clients
+				if want := tc.rate * float64(s.Clients) / float64(tc.clients); s.ConnectRate != want {
+					t.Errorf("%+v shard %d: connect_rate %g, want %g", tc, i, s.ConnectRate, want)
+				}
+			}
+			sum += s.ConnectRate
+		}
+		if tc.clients > 0 && next != tc.clients {
+			t.Errorf("%+v: shards hold %d clients", tc, next)
+		}
+		if sum < tc.rate*0.999999 || sum > tc.rate*1.000001 {
+			t.Errorf("%+v: shards connect at %g/s together, want %g", tc, sum, tc.rate)
+		}
+	}
+}
+
 func TestTopicTemplateAndWildcard(t *testing.T) {
 	eachClient(t, func(t *testing.T, cl string) {
 		tg := openEmbedded(t, cl)

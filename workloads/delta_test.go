@@ -1,0 +1,106 @@
+package workloads
+
+import (
+	"math/rand/v2"
+	"strings"
+	"testing"
+)
+
+// Accounting split over processes and merged by Apply gives the figures one
+// accounting of every event gives: acks and receives spread over three
+// processes, with lost messages, duplicates within one process and across
+// two, a message acknowledged to two topics one wildcard group reads, acks
+// repeated by a relay, messages without a header, and deltas applied
+// while the events are still coming.
+func TestApplyMergesLikeOneAccounting(t *testing.T) {
+	const run, procs = 7, 3
+	wildcard := func(topic string) bool { return strings.HasPrefix(topic, "dev/") }
+	keys := []GroupKey{{"mq", "dev/+", "all"}, {"mq", "dev/1", "one"}}
+	match := map[GroupKey]func(string) bool{keys[0]: wildcard, keys[1]: nil}
+	whole, merged := NewAccounting(run), NewAccounting(run)
+	var parts [procs]*Accounting
+	for i := range parts {
+		parts[i] = NewAccounting(run)
+		parts[i].TrackDeltas()
+	}
+	group := func(a *Accounting, k GroupKey) *Group { return a.Group(k, match[k]) }
+	for _, k := range keys {
+		group(whole, k)
+		group(merged, k)
+	}
+	ship := func(i int) {
+		d, err := parts[i].Delta()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := merged.Apply(d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	topics := []string{"dev/0", "dev/1", "other"}
+	type msg struct {
+		h     Header
+		topic string
+	}
+	var sent []msg
+	for step := range 20000 {
+		switch r := rng.IntN(100); {
+		case r < 45: // a producer on process p acknowledges its next message
+			p := rng.IntN(procs)
+			stream := uint32(p)<<24 | uint32(rng.IntN(2))
+			m := msg{Header{Run: run, Producer: stream, Seq: uint64(step)}, topics[rng.IntN(len(topics))]}
+			sent = append(sent, m)
+			for _, a := range []*Accounting{whole, parts[p]} {
+				a.Ack("mq", m.topic, m.h, true, 100)
+				if m.topic == "dev/0" && step%7 == 0 { // a relay copies it to dev/1 too
+					a.Ack("mq", "dev/1", m.h, true, 100)
+				}
+				if step%11 == 0 { // acknowledged twice
+					a.Ack("mq", m.topic, m.h, true, 100)
+				}
+			}
+		case r < 85 && len(sent) > 0: // some process receives a message, maybe again
+			m := sent[rng.IntN(len(sent))]
+			k := keys[rng.IntN(len(keys))]
+			p := rng.IntN(procs)
+			whole.Receive(group(whole, k), m.h, true, 0, 100)
+			parts[p].Receive(group(parts[p], k), m.h, true, 0, 100)
+		case r < 90: // without a header
+			p := rng.IntN(procs)
+			for _, a := range []*Accounting{whole, parts[p]} {
+				if r%2 == 0 {
+					a.Ack("mq", "dev/1", Header{}, false, 10)
+				} else {
+					a.Receive(group(a, keys[1]), Header{}, false, 0, 10)
+				}
+			}
+		default:
+			ship(rng.IntN(procs))
+		}
+	}
+	for i := range parts {
+		ship(i)
+	}
+	for _, k := range keys {
+		w, m := whole.Stats(k), merged.Stats(k)
+		var own int64
+		for _, p := range parts {
+			own += p.Stats(k).Duplicates
+		}
+		if w.Expected != m.Expected || w.Received != m.Received || w.Backlog != m.Backlog {
+			t.Errorf("group %s: one accounting %+v, merged %+v", k.Group, w, m)
+		}
+		if w.Duplicates != m.Duplicates+own {
+			t.Errorf("group %s: %d duplicates in one accounting; merged %d across processes + %d within them", k.Group, w.Duplicates, m.Duplicates, own)
+		}
+		if w.Backlog.Messages == 0 || w.Duplicates == 0 || m.Duplicates == 0 {
+			t.Errorf("group %s: %+v, merged %+v: the scenario should lose and duplicate messages, also across processes", k.Group, w, m)
+		}
+	}
+	for _, topic := range topics {
+		if w, m := whole.Acked("mq", topic), merged.Acked("mq", topic); w != m {
+			t.Errorf("acked to %s: one accounting %d, merged %d", topic, w, m)
+		}
+	}
+}
