@@ -193,6 +193,23 @@ type ConnectCapable interface {
 	CanConnect() bool
 }
 
+// AsyncSender is a Producer that can hand a message over without waiting
+// for its acknowledgement, so one pacing goroutine keeps many messages in
+// flight instead of one goroutine per message: no goroutine is woken per
+// acknowledgement. SendAsync returns once the driver holds m (or with an
+// error, and then done is never called); done.Done is called exactly once
+// later with the outcome, from a goroutine of the driver's, and must not
+// block. m itself may be reused once SendAsync returns; its Key and Value
+// stay untouched until done is called. Close calls every done still owed.
+type AsyncSender interface {
+	SendAsync(ctx context.Context, m *Message, done Completion) error
+}
+
+// Completion receives the outcome of an AsyncSender's send.
+type Completion interface {
+	Done(err error)
+}
+
 // ThreadResizer is a Producer that takes a new number of concurrent
 // senders while it runs (a plan's set: {producer.threads: N}); without it
 // a running producer's threads stay as they were opened.

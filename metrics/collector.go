@@ -116,6 +116,7 @@ type track struct {
 	run, phase hists
 	phaseStart Counters
 	phaseMax   [2]float64 // send, recv
+	runMax     [2]float64 // send, recv: per-second peaks over the run
 	series     []Point
 }
 
@@ -227,6 +228,8 @@ func (c *Collector) sampleLocked(now time.Time, extra map[string]float64) {
 			if dt >= 0.9 {
 				t.phaseMax[0] = max(t.phaseMax[0], t.sendRate)
 				t.phaseMax[1] = max(t.phaseMax[1], t.recvRate)
+				t.runMax[0] = max(t.runMax[0], t.sendRate)
+				t.runMax[1] = max(t.runMax[1], t.recvRate)
 			}
 		}
 		iv := hists{send: t.rec.SendLatency.Drain(hdrPool.Get().(*hdr.Histogram)), e2e: t.rec.EndToEnd.Drain(hdrPool.Get().(*hdr.Histogram))}
@@ -250,11 +253,11 @@ func (c *Collector) sampleLocked(now time.Time, extra map[string]float64) {
 			// of its own: it must not show as a second of zeros.
 			continue
 		}
-		t.series = append(t.series, p)
+		t.series = appendBounded(t.series, p)
 	}
 	if extra != nil {
 		c.extra = extra
-		c.extraTS = append(c.extraTS, ExtraPoint{T: ts, Values: extra})
+		c.extraTS = appendBoundedExtra(c.extraTS, ExtraPoint{T: ts, Values: extra})
 		if c.sink != nil {
 			_ = c.sink.Encode(SeriesLine{Run: c.label, Point: Point{T: ts, Phase: c.cur.Name}, Extra: extra})
 		}
@@ -409,7 +412,7 @@ func (c *Collector) Snapshot(now time.Time, withSeries bool) Snapshot {
 	for _, t := range c.tracks {
 		st := c.statsLocked(t, t.rec.Counters(), t.run)
 		st.SendRate, st.RecvRate, st.SendMBps, st.RecvMBps = t.sendRate, t.recvRate, t.sendMBps, t.recvMBps
-		st.MaxSendRate, st.MaxRecvRate = maxOf(t.series, true), maxOf(t.series, false)
+		st.MaxSendRate, st.MaxRecvRate = t.runMax[0], t.runMax[1]
 		st.FillRate(t.rec.Role)
 		outs := t.rec.outageList(c.start, now)
 		st.Outage = outageStats(outs, 0, s.Elapsed)
@@ -451,23 +454,6 @@ func (c *Collector) Finish(now time.Time) Snapshot {
 	s := c.Snapshot(now, true)
 	s.Phase = Phase{}
 	return s
-}
-
-func maxOf(ps []Point, send bool) float64 {
-	m := 0.0
-	for _, p := range ps {
-		// Only samples covering a whole second count as a per-second peak:
-		// a sample taken early at a phase change would overstate it.
-		if p.Interval < 0.9 {
-			continue
-		}
-		if send {
-			m = max(m, p.SendRate)
-		} else {
-			m = max(m, p.RecvRate)
-		}
-	}
-	return m
 }
 
 // Announcements returns the progress lines of connection events since the

@@ -19,7 +19,7 @@ func init() {
 
 // Set changes workload settings while they run.
 type Set struct {
-	Values SetValues `yaml:"set" required:"true" doc:"WORKLOAD.KEY: value for each change, such as producer.rate: 20000 or producer.rate: [{to: 50000, over: 1m}]; keys: a produce workload's rate and threads (threads of a running producer on drivers that take them: memory)"`
+	Values SetValues `yaml:"set" required:"true" doc:"WORKLOAD.KEY: value for each change, such as producer.rate: 20000 or producer.rate: [{to: 50000, over: 1m}]; keys: a produce workload's rate and threads (threads of a running producer on drivers that take them: memory, kafka)"`
 }
 
 // SetValues are the changes a set step makes, in plan order.

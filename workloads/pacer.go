@@ -76,6 +76,18 @@ func (p *Pacer) changes() <-chan struct{} {
 // due time (or ctx ends) and returns ok=false when the limit is reached or
 // ctx is done.
 func (p *Pacer) Next(ctx context.Context) (k int64, due time.Time, ok bool) {
+	var w Waiter
+	defer w.Stop()
+	return p.Wait(ctx, &w, 0)
+}
+
+// Wait is Next with the caller's timer, reused from one send to the next,
+// and a gather time: a send that is not yet due waits at least gather, so
+// that the sends falling due meanwhile go out together after it (one
+// wake-up per gather instead of one per message). Due times, and latency
+// measured from them, are the same either way; a send leaves at most
+// gather after its due time.
+func (p *Pacer) Wait(ctx context.Context, w *Waiter, gather time.Duration) (k int64, due time.Time, ok bool) {
 	k = p.next.Add(1) - 1
 	if p.limit >= 0 && k >= p.limit {
 		return k, time.Time{}, false
@@ -99,26 +111,37 @@ func (p *Pacer) Next(ctx context.Context) (k int64, due time.Time, ok bool) {
 				continue
 			}
 		}
-		var timer *time.Timer
 		var fired <-chan time.Time
 		if reached {
-			timer = time.NewTimer(wait)
-			fired = timer.C
+			fired = w.arm(max(wait, gather))
 		}
 		select {
 		case <-ctx.Done():
-			stopTimer(timer)
+			w.Stop()
 			return k, d, false
 		case <-fired:
 			return k, d, ctx.Err() == nil
 		case <-changed:
-			stopTimer(timer)
+			w.Stop()
 		}
 	}
 }
 
-func stopTimer(t *time.Timer) {
-	if t != nil {
-		t.Stop()
+// Waiter is one timer reused for many waits.
+type Waiter struct{ t *time.Timer }
+
+func (w *Waiter) arm(d time.Duration) <-chan time.Time {
+	if w.t == nil {
+		w.t = time.NewTimer(d)
+	} else {
+		w.t.Reset(d) // since Go 1.23 no stale value is left in C
+	}
+	return w.t.C
+}
+
+// Stop releases the timer's pending wake-up, if any.
+func (w *Waiter) Stop() {
+	if w.t != nil {
+		w.t.Stop()
 	}
 }

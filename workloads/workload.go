@@ -158,6 +158,7 @@ type sending struct {
 	cancels     []context.CancelFunc // one per thread
 	active      int
 	done        chan struct{} // closed when the last thread has returned
+	async       *asyncSender  // instead of threads, for a drivers.AsyncSender
 }
 
 // spawnLocked starts thread i of a running start.
@@ -244,8 +245,12 @@ func (p *Producer) Start(ctx context.Context) error {
 			s := &sending{ctx: wctx, flight: p.inflight, dp: dp, sources: sources, done: make(chan struct{}),
 				pacer: NewSchedulePacer(time.Now(), rate, remaining)}
 			p.rateMu.Lock()
-			for i := range p.spec.Threads {
-				p.spawnLocked(s, i)
+			if as, ok := dp.(drivers.AsyncSender); ok {
+				p.spawnAsyncLocked(s, as)
+			} else {
+				for i := range p.spec.Threads {
+					p.spawnLocked(s, i)
+				}
 			}
 			p.cur = s
 			p.rateMu.Unlock()
@@ -294,7 +299,9 @@ func (p *Producer) ResetRate(r Rate) { p.setRate(r, true) }
 func (p *Producer) SetThreads(n int) error {
 	p.rateMu.Lock()
 	defer p.rateMu.Unlock()
-	if s := p.cur; s != nil && s.active > 0 && n != len(s.cancels) {
+	if s := p.cur; s != nil && s.async != nil {
+		s.async.setLimit(n)
+	} else if s != nil && s.active > 0 && n != len(s.cancels) {
 		rs, ok := s.dp.(drivers.ThreadResizer)
 		if !ok {
 			return fmt.Errorf("workload %q: its driver cannot change a running producer's threads; restart it with set and restart steps instead", p.name)
@@ -337,8 +344,10 @@ func (p *Producer) loop(ctx, flight context.Context, dp drivers.Producer, pacer 
 	size := int(p.spec.Size)
 	stream := uint32(p.id)<<16 | uint32(thread&0xffff)
 	resolve, _ := dp.(drivers.TopicResolver)
+	var w Waiter
+	defer w.Stop()
 	for {
-		k, due, ok := pacer.Next(ctx)
+		k, due, ok := pacer.Wait(ctx, &w, 0)
 		if !ok {
 			return
 		}

@@ -1,15 +1,23 @@
-// Command mqtt-connections measures what an idle MQTT connection costs the
-// client and how fast connections are made, for planrun's MQTT driver
-// (its Connect, as a connect workload uses it) and for bare paho clients
-// side by side:
+// Command mqtt-connections measures what MQTT connections cost the client,
+// for planrun's MQTT driver with each of its clients (paho, the default,
+// and lean) side by side: how fast connections are made, the memory an idle
+// connection holds, and the CPU time per QoS 1 message when the connected
+// clients publish at a fixed rate:
 //
 //	go run ./bench/mqtt-connections                      # embedded broker
-//	go run ./bench/mqtt-connections -url tcp://127.0.0.1:18831 -counts 1000,10000
+//	go run ./bench/mqtt-connections -url tcp://127.0.0.1:18831 -counts 1000,10000 \
+//	    -broker-pid $(cat /var/lib/planrun-services/mosquitto/mosquitto.pid)
 //
 // Without -url the embedded broker runs in a child process, so the memory
-// figures are the client's alone. Memory per connection is the growth of
-// the Go heap and stacks, and of the process's resident set, between before
-// connecting and after all clients are connected, divided by the clients.
+// and CPU figures are the client's alone. For each count and client, one
+// producer connects that many clients (connect_rate 0, as fast as the broker
+// takes them, at most 512 handshakes at a time); memory per connection is
+// the growth of the Go heap, of goroutine stacks and of the process's resident set,
+// between before connecting and after all clients are connected and idle,
+// divided by the clients. Then the clients publish QoS 1 messages of -size
+// bytes round robin at -msgrate for -duration, paced evenly as a planrun
+// workload is, and CPU per message is the process's user+system CPU time
+// in that phase divided by the messages acknowledged.
 package main
 
 import (
@@ -23,6 +31,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,8 +39,6 @@ import (
 	"syscall"
 	"text/tabwriter"
 	"time"
-
-	paho "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/planrun/planrun/drivers"
 	"github.com/planrun/planrun/drivers/mqtt"
@@ -41,11 +48,19 @@ import (
 func main() {
 	url := flag.String("url", "", "broker URL (default: an embedded broker in a child process)")
 	counts := flag.String("counts", "1000,10000", "comma-separated connection counts to measure")
+	clientList := flag.String("clients", "paho,lean", "comma-separated MQTT clients of the driver to measure (paho, lean)")
+	version := flag.Int("protocol-version", 4, "MQTT protocol level: 4 (3.1.1) or 5 (lean only)")
 	rate := flag.Float64("rate", 0, "connect_rate for the driver (0 = unlimited, as fast as the broker accepts)")
 	keepAlive := flag.Duration("keepalive", 60*time.Second, "MQTT keep-alive of every client")
 	settle := flag.Duration("settle", 2*time.Second, "idle time after connecting, before memory is read")
+	msgRate := flag.Float64("msgrate", 10000, "QoS 1 messages per second over all clients in the publish phase (0: no publish phase)")
+	duration := flag.Duration("duration", 10*time.Second, "length of the publish phase")
+	size := flag.Int("size", 100, "message size in bytes")
+	sources := flag.String("source-addrs", "127.0.0.1,127.0.0.2,127.0.0.3,127.0.0.4", "local addresses to spread connections over (loopback brokers only; empty: the default)")
 	serve := flag.Bool("serve-broker", false, "internal: run the embedded broker and print its address")
+	brokerPid := flag.Int("broker-pid", 0, "pid of the broker process, to report its CPU time per connection too (the embedded broker's child is read by itself)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the client to this file")
+	memProfile := flag.String("memprofile", "", "write a heap profile, taken when the last measurement's clients are connected and idle, to this file")
 	flag.Parse()
 
 	raiseFileLimit()
@@ -61,18 +76,27 @@ func main() {
 		}
 		ns = append(ns, n)
 	}
+	kinds := strings.Split(*clientList, ",")
 	target := *url
 	where := target
 	if target == "" {
 		var stop func()
-		target, stop = startChildBroker()
+		target, *brokerPid, stop = startChildBroker()
 		defer stop()
 		where = "embedded mochi-mqtt " + embedded.Version + " (child process) at " + target
 	}
+	var addrs []string
+	if *sources != "" {
+		addrs = strings.Split(*sources, ",")
+	}
 	var nofile syscall.Rlimit
 	_ = syscall.Getrlimit(syscall.RLIMIT_NOFILE, &nofile)
-	fmt.Printf("broker: %s\nclient: %s, GOMAXPROCS %d, NumCPU %d, RLIMIT_NOFILE %d, keepalive %s\n\n",
-		where, runtime.Version(), runtime.GOMAXPROCS(0), runtime.NumCPU(), nofile.Cur, *keepAlive)
+	fmt.Printf("broker: %s\nclient: %s, GOMAXPROCS %d, NumCPU %d, RLIMIT_NOFILE %d, keepalive %s, protocol level %d\n",
+		where, runtime.Version(), runtime.GOMAXPROCS(0), runtime.NumCPU(), nofile.Cur, *keepAlive, *version)
+	if *msgRate > 0 {
+		fmt.Printf("publish phase: QoS 1, %d-byte messages, %g msg/s for %s\n", *size, *msgRate, *duration)
+	}
+	fmt.Println()
 
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -85,15 +109,21 @@ func main() {
 		defer pprof.StopCPUProfile()
 	}
 
-	tg, err := mqtt.Driver.Open(context.Background(), &mqtt.TargetConfig{URL: target})
-	if err != nil {
-		fatalf("%v", err)
+	targets := map[string]drivers.Target{}
+	for _, k := range kinds {
+		cfg := &mqtt.TargetConfig{URL: target, Client: k, SourceAddrs: addrs}
+		if *version != 4 {
+			cfg.ProtocolVersion = *version
+		}
+		tg, err := mqtt.Driver.Open(context.Background(), cfg)
+		if err != nil {
+			fatalf("%s: %v", k, err)
+		}
+		defer tg.Close()
+		targets[k] = tg
 	}
-	defer tg.Close()
-	connector, ok := drivers.As[drivers.Connector](tg)
-	if !ok {
-		fatalf("mqtt targets cannot hold idle connections")
-	}
+	b := bench{brokerPid: *brokerPid, memProfile: *memProfile, keepAlive: *keepAlive, rate: *rate, settle: *settle, msgRate: *msgRate, duration: *duration,
+		payload: make([]byte, *size)}
 
 	// Warm up: the Go runtime keeps goroutine descriptors and stack memory
 	// for reuse, so whichever client ran first would otherwise be charged
@@ -102,39 +132,53 @@ func main() {
 	for _, n := range ns {
 		most = max(most, n)
 	}
-	measure("warm-up", most, 0, func() (func() int, func()) {
-		return connectDriver(connector, most, 0, *keepAlive)
-	})
+	warm := b
+	warm.settle, warm.msgRate = 0, 0
+	warm.run(targets[kinds[0]], "warm-up", most)
 
 	var rows []result
 	for _, n := range ns {
-		rows = append(rows, measure("paho (bare)", n, *settle, func() (func() int, func()) {
-			return connectPaho(target, n, *keepAlive)
-		}))
-		rows = append(rows, measure("planrun driver", n, *settle, func() (func() int, func()) {
-			return connectDriver(connector, n, *rate, *keepAlive)
-		}))
+		for _, k := range kinds {
+			rows = append(rows, b.run(targets[k], k, n))
+		}
 	}
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "clients\tclient\tconnect/s\theap+stack KiB/conn\tRSS KiB/conn\tgoroutines/conn\tdisconnect s\t")
+	fmt.Fprintln(w, "clients\tclient\tconnect/s\tclient CPU us/conn\tbroker CPU us/conn\theap KiB/conn\tstacks KiB/conn\tRSS KiB/conn\tgoroutines/conn\tmsg/s\tCPU us/msg\tof it sys\tcores\tp99 ms\tfailed\tdisconnect s\t")
 	for _, r := range rows {
-		fmt.Fprintf(w, "%d\t%s\t%.0f\t%.1f\t%.1f\t%.1f\t%.2f\t\n", r.n, r.name, r.rate, r.heap/1024, r.rss/1024, r.goroutines, r.disconnect.Seconds())
+		fmt.Fprintf(w, "%d\t%s\t%.0f\t%.0f\t%.0f\t%.2f\t%.2f\t%.2f\t%.2f\t%.0f\t%.1f\t%.1f\t%.2f\t%.1f\t%d\t%.2f\t\n", r.n, r.name, r.rate, r.connCPU, r.brokerConnCPU, r.heap/1024, r.stack/1024, r.rss/1024,
+			r.goroutines, r.msgs, r.cpuPerMsg, r.sysPerMsg, r.cores, r.p99ms, r.failed, r.disconnect.Seconds())
 	}
 	w.Flush()
 }
 
+type bench struct {
+	brokerPid                   int
+	memProfile                  string
+	keepAlive, settle, duration time.Duration
+	rate, msgRate               float64
+	payload                     []byte
+}
+
 type result struct {
-	name       string
-	n          int
-	rate       float64
-	heap, rss  float64 // bytes per connection
-	goroutines float64
-	disconnect time.Duration
+	name             string
+	n                int
+	rate             float64
+	connCPU          float64 // client CPU per connection, microseconds
+	brokerConnCPU    float64 // broker CPU per connection, microseconds
+	heap, stack, rss float64 // bytes per connection
+	goroutines       float64
+	msgs             float64 // acknowledged per second in the publish phase
+	cpuPerMsg        float64 // microseconds, user and system
+	sysPerMsg        float64 // microseconds, system alone
+	cores            float64
+	p99ms            float64
+	failed           int64
+	disconnect       time.Duration
 }
 
 type snapshot struct {
-	heap, rss  uint64
-	goroutines int
+	heap, stack, rss uint64
+	goroutines       int
 }
 
 func snap() snapshot {
@@ -142,7 +186,7 @@ func snap() snapshot {
 	debug.FreeOSMemory()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	return snapshot{heap: ms.HeapAlloc + ms.StackInuse, rss: rss(), goroutines: runtime.NumGoroutine()}
+	return snapshot{heap: ms.HeapAlloc, stack: ms.StackInuse, rss: rss(), goroutines: runtime.NumGoroutine()}
 }
 
 // rss reads the resident set size from /proc.
@@ -162,94 +206,135 @@ func rss() uint64 {
 	return 0
 }
 
-// measure connects n clients with connect, which returns a count of the
-// connected ones and a function that disconnects them all.
-func measure(name string, n int, settle time.Duration, connect func() (func() int, func())) result {
+// cpuTime is the process's user and system CPU time so far.
+func cpuTime() (user, sys time.Duration) {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano()), time.Duration(ru.Stime.Nano())
+}
+
+// run connects n clients of one producer, reads the memory they hold idle,
+// publishes at msgRate and disconnects them.
+func (b bench) run(tg drivers.Target, name string, n int) result {
 	before := snap()
+	u0, s0 := cpuTime()
+	b0 := procCPU(b.brokerPid)
 	start := time.Now()
-	connected, closeAll := connect()
+	topic := "planrun-bench/{client}"
+	senders := 512
+	p, err := tg.NewProducer(context.Background(), drivers.ProducerSpec{Workload: "bench", Topic: topic, Threads: senders,
+		Options: &mqtt.ProduceOptions{Clients: n, ConnectRate: b.rate, KeepAlive: b.keepAlive, QoS: &qos1}})
+	if err != nil {
+		fatalf("%s: producer: %v", name, err)
+	}
+	g := p.(drivers.Gauger)
 	deadline := start.Add(5 * time.Minute)
-	for connected() < n {
+	for int(g.Gauges()["connected"]) < n {
 		if time.Now().After(deadline) {
-			fatalf("%s: only %d of %d clients connected after 5 minutes", name, connected(), n)
+			fatalf("%s: only %g of %d clients connected after 5 minutes", name, g.Gauges()["connected"], n)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
 	took := time.Since(start)
-	time.Sleep(settle)
+	u1, s1 := cpuTime()
+	connCPU := float64((u1 + s1 - u0 - s0).Microseconds()) / float64(n)
+	brokerCPU := float64((procCPU(b.brokerPid) - b0).Microseconds()) / float64(n)
+	fmt.Fprintf(os.Stderr, "%-8s %6d clients: connected in %s\n", name, n, took.Round(time.Millisecond))
+	time.Sleep(b.settle)
 	after := snap()
+	if b.memProfile != "" {
+		writeHeapProfile(b.memProfile)
+	}
+	r := result{name: name, n: n, rate: float64(n) / took.Seconds(), connCPU: connCPU, brokerConnCPU: brokerCPU,
+		heap:       (float64(after.heap) - float64(before.heap)) / float64(n),
+		stack:      (float64(after.stack) - float64(before.stack)) / float64(n),
+		rss:        (float64(after.rss) - float64(before.rss)) / float64(n),
+		goroutines: float64(after.goroutines-before.goroutines) / float64(n)}
+	if b.msgRate > 0 {
+		b.publish(p, topic, n, senders, &r)
+	}
 	ds := time.Now()
-	closeAll()
-	dis := time.Since(ds)
+	_ = p.Close()
+	r.disconnect = time.Since(ds)
 	// Let the closed clients' goroutines end before the next measurement.
 	for i := 0; i < 500 && runtime.NumGoroutine() > before.goroutines+10; i++ {
 		time.Sleep(10 * time.Millisecond)
 	}
-	r := result{name: name, n: n, rate: float64(n) / took.Seconds(), disconnect: dis,
-		heap:       (float64(after.heap) - float64(before.heap)) / float64(n),
-		rss:        (float64(after.rss) - float64(before.rss)) / float64(n),
-		goroutines: float64(after.goroutines-before.goroutines) / float64(n)}
-	fmt.Fprintf(os.Stderr, "%-15s %6d clients: connected in %s\n", name, n, took.Round(time.Millisecond))
 	return r
 }
 
-// connectDriver holds n connections with the driver's Connect.
-func connectDriver(c drivers.Connector, n int, rate float64, keepAlive time.Duration) (func() int, func()) {
-	conns, err := c.Connect(context.Background(), drivers.ConnectSpec{Workload: "bench",
-		Options: &mqtt.ProduceOptions{Clients: n, ConnectRate: rate, KeepAlive: keepAlive}})
+var qos1 = 1
+
+func writeHeapProfile(path string) {
+	f, err := os.Create(path)
 	if err != nil {
-		fatalf("driver connect: %v", err)
+		fatalf("%v", err)
 	}
-	return func() int { return int(conns.Gauges()["connected"]) }, func() { _ = conns.Close() }
+	defer f.Close()
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		fatalf("%v", err)
+	}
 }
 
-// connectPaho connects n paho clients with default options, at most 512
-// handshakes at a time (as the driver does with no connect_rate), retrying
-// failures.
-func connectPaho(url string, n int, keepAlive time.Duration) (func() int, func()) {
-	var connected atomic.Int64
-	clients := make([]paho.Client, n)
-	sem := make(chan struct{}, 512)
+// publish sends QoS 1 messages round robin over the n clients at msgRate,
+// each due at its intended time (a pacer hands due messages to a fixed set
+// of senders), and records CPU time per acknowledged message and the 99th
+// percentile of latency from the intended send time.
+func (b bench) publish(p drivers.Producer, topic string, n, senders int, r *result) {
+	total := int(b.msgRate * b.duration.Seconds())
+	due := make(chan int, total)
+	lat := make([]time.Duration, total)
+	var failed atomic.Int64
 	var wg sync.WaitGroup
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for i := range clients {
-			o := paho.NewClientOptions().AddBroker(url).SetClientID(fmt.Sprintf("bare-%d", i)).SetKeepAlive(keepAlive)
-			c := paho.NewClient(o)
-			clients[i] = c
-			sem <- struct{}{}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for {
-					tok := c.Connect()
-					tok.Wait()
-					if tok.Error() == nil {
-						break
-					}
-					time.Sleep(500 * time.Millisecond)
+	ctx := context.Background()
+	start := time.Now()
+	iv := time.Duration(float64(time.Second) / b.msgRate)
+	for range senders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := range due {
+				m := drivers.Message{Topic: topic, Value: b.payload, Source: k % n}
+				if err := p.Send(ctx, &m); err != nil {
+					failed.Add(1)
+					lat[k] = -1
+					continue
 				}
-				<-sem
-				connected.Add(1)
-			}()
+				lat[k] = time.Since(start.Add(time.Duration(k) * iv))
+			}
+		}()
+	}
+	user0, sys0 := cpuTime()
+	for k := 0; k < total; {
+		now := time.Since(start)
+		for ; k < total && time.Duration(k)*iv <= now; k++ {
+			due <- k
 		}
-		wg.Wait()
-	}()
-	return func() int { return int(connected.Load()) }, func() {
-		<-done
-		var next atomic.Int64
-		var dw sync.WaitGroup
-		for range 32 {
-			dw.Add(1)
-			go func() {
-				defer dw.Done()
-				for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
-					clients[i].Disconnect(250)
-				}
-			}()
+		time.Sleep(time.Millisecond)
+	}
+	close(due)
+	wg.Wait()
+	user1, sys1 := cpuTime()
+	user, sys := user1-user0, sys1-sys0
+	cpu := user + sys
+	wall := time.Since(start)
+	acked := int64(total) - failed.Load()
+	r.failed = failed.Load()
+	r.msgs = float64(acked) / wall.Seconds()
+	if acked > 0 {
+		r.cpuPerMsg = float64(cpu.Microseconds()) / float64(acked)
+		r.sysPerMsg = float64(sys.Microseconds()) / float64(acked)
+	}
+	r.cores = cpu.Seconds() / wall.Seconds()
+	ok := lat[:0]
+	for _, l := range lat {
+		if l >= 0 {
+			ok = append(ok, l)
 		}
-		dw.Wait()
+	}
+	if len(ok) > 0 {
+		slices.Sort(ok)
+		r.p99ms = float64(ok[len(ok)*99/100]) / 1e6
 	}
 }
 
@@ -298,9 +383,30 @@ func serveBroker() {
 	_ = b.Close()
 }
 
-// startChildBroker starts this program as the broker and returns its URL
-// and a function that stops it.
-func startChildBroker() (string, func()) {
+// procCPU is the user and system CPU time of process pid (0: none), read
+// from /proc in clock ticks of 10 ms.
+func procCPU(pid int) time.Duration {
+	if pid <= 0 {
+		return 0
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The fields after the command name, which is in parentheses.
+	i := strings.LastIndexByte(string(b), ')')
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * 10 * time.Millisecond
+}
+
+// startChildBroker starts this program as the broker and returns its URL,
+// its pid and a function that stops it.
+func startChildBroker() (string, int, func()) {
 	exe, err := os.Executable()
 	if err != nil {
 		fatalf("%v", err)
@@ -323,7 +429,7 @@ func startChildBroker() (string, func()) {
 		_ = cmd.Process.Kill()
 		fatalf("broker did not start: %v", err)
 	}
-	return strings.TrimSpace(line), func() {
+	return strings.TrimSpace(line), cmd.Process.Pid, func() {
 		_ = stdin.Close()
 		done := make(chan struct{})
 		go func() { _ = cmd.Wait(); close(done) }()

@@ -62,7 +62,7 @@ type ProduceOptions struct {
 	Acks            string         `yaml:"acks" default:"all" doc:"Acknowledgements to wait for: all, leader or none (default all)."`
 	Compression     string         `yaml:"compression" default:"none" doc:"Batch compression: none, gzip, snappy, lz4 or zstd (default none)."`
 	BatchSize       units.Size     `yaml:"batch_size" default:"0" doc:"Bytes buffered per broker before a produce request is sent (default 0: send as soon as possible)."`
-	Linger          *time.Duration `yaml:"linger" default:"5ms" doc:"Longest time a message waits for others to share its produce request, like linger.ms (default 5ms, as Kafka 4.0; 0 sends each message as soon as it is handed over; with batch_size set, 0 still waits 5ms)."`
+	Linger          *time.Duration `yaml:"linger" default:"5ms" doc:"Longest time a message waits for others to share its produce request, like linger.ms (default 5ms, as Kafka 4.0; 0 sends each message as soon as it is handed over; with batch_size set, 0 still waits 5ms). With a linger, sends due within 1ms (or the linger, if shorter) of each other are handed over together, at most that long after their due time, from which latency is measured."`
 	Idempotent      bool           `yaml:"idempotent" doc:"Idempotent producer (needs acks all and max_in_flight 1)."`
 	MaxInFlight     int            `yaml:"max_in_flight" default:"5" doc:"Unacknowledged produce requests per broker connection (default 5, or 1 when idempotent)."`
 	Partitioner     string         `yaml:"partitioner" default:"hash" doc:"Partition choice: hash (of the key, random for keyless messages), murmur2 (Java client compatible), random or round_robin (default hash)."`

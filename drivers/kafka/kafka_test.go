@@ -643,3 +643,76 @@ func TestSCRAMClientOutOfOrder(t *testing.T) {
 		t.Fatal("step before begin succeeded")
 	}
 }
+
+// completions counts how often each message's completion was called.
+type completions struct {
+	mu    sync.Mutex
+	calls map[int]int
+	errs  int
+}
+
+type completion struct {
+	c *completions
+	i int
+}
+
+func (d completion) Done(err error) {
+	d.c.mu.Lock()
+	defer d.c.mu.Unlock()
+	d.c.calls[d.i]++
+	if err != nil {
+		d.c.errs++
+	}
+}
+
+// SendAsync hands messages over without waiting: every completion is called
+// exactly once (by Close at the latest), and every message arrives once.
+func TestSendAsyncCompletesEachMessageOnce(t *testing.T) {
+	tg := openEmbedded(t, nil)
+	const n = 3000
+	vals, size := makeValues("a", n)
+	ctx := testCtx(t, 20*time.Second)
+	p, err := tg.NewProducer(ctx, drivers.ProducerSpec{Workload: "w", Topic: "async", Threads: 64}, &ProduceOptions{})
+	if err != nil {
+		t.Fatalf("new producer: %v", err)
+	}
+	as, ok := p.(drivers.AsyncSender)
+	if !ok {
+		t.Fatal("the kafka producer is not a drivers.AsyncSender")
+	}
+	comp := &completions{calls: map[int]int{}}
+	var m drivers.Message // reused: the driver must not keep it
+	for i, v := range vals {
+		m = drivers.Message{Topic: "async", Value: v}
+		if i%3 == 0 {
+			m.Key = []byte(fmt.Sprintf("key-%d", i%17))
+		}
+		if err := as.SendAsync(ctx, &m, completion{comp, i}); err != nil {
+			t.Fatalf("send %d: %v", i, err)
+		}
+	}
+	if err := p.Close(); err != nil {
+		t.Fatalf("close producer: %v", err)
+	}
+	comp.mu.Lock()
+	if len(comp.calls) != n || comp.errs != 0 {
+		t.Fatalf("%d of %d messages completed, %d with an error", len(comp.calls), n, comp.errs)
+	}
+	for i, c := range comp.calls {
+		if c != 1 {
+			t.Fatalf("message %d completed %d times", i, c)
+		}
+	}
+	comp.mu.Unlock()
+	if err := as.SendAsync(ctx, &m, completion{comp, -1}); !errors.Is(err, errProducerClosed) {
+		t.Fatalf("send after close: %v, want %v", err, errProducerClosed)
+	}
+
+	col := newCollector()
+	r := startConsumer(t, tg, drivers.ConsumerSpec{Workload: "w", Topic: "async", Group: "g-async"}, col)
+	waitFor(t, 20*time.Second, "all messages", func() bool { return col.seen() >= n })
+	r.stop(t)
+	if col.total != n || len(col.counts) != n || col.bytes != size {
+		t.Fatalf("consumed %d messages (%d distinct, %d bytes), want %d (%d bytes)", col.total, len(col.counts), col.bytes, n, size)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/IBM/sarama"
 
@@ -19,6 +20,7 @@ type pending struct {
 	msg        sarama.ProducerMessage
 	key, value sarama.ByteEncoder
 	done       chan error
+	async      drivers.Completion // set by SendAsync, which nobody waits on
 }
 
 var pendingPool = sync.Pool{New: func() any { return &pending{done: make(chan error, 1)} }}
@@ -33,13 +35,17 @@ type producer struct {
 	mu     sync.RWMutex // held shared while handing a message to sarama
 	closed bool
 
+	linger   time.Duration
 	drained  chan struct{} // closed when every completion was routed
 	inflight atomic.Int64
 	failed   atomic.Int64
 	link     drivers.LinkWatch // connection events from send results
 }
 
-var _ drivers.Gauger = (*producer)(nil)
+var (
+	_ drivers.Gauger      = (*producer)(nil)
+	_ drivers.AsyncSender = (*producer)(nil)
+)
 
 // NewProducer implements drivers.TargetOf.
 func (t *Target) NewProducer(ctx context.Context, spec drivers.ProducerSpec, opts *ProduceOptions) (drivers.Producer, error) {
@@ -72,7 +78,8 @@ func (t *Target) NewProducer(ctx context.Context, spec drivers.ProducerSpec, opt
 		return nil, fmt.Errorf("kafka: producer for topic %s (workload %s): %w", spec.Topic, spec.Workload, configError("produce options", err))
 	}
 
-	p := &producer{topic: spec.Topic, workload: spec.Workload, drained: make(chan struct{}), link: drivers.LinkWatch{Sink: spec.Events}}
+	p := &producer{topic: spec.Topic, workload: spec.Workload, linger: sc.Producer.Flush.Frequency, drained: make(chan struct{}),
+		link: drivers.LinkWatch{Sink: spec.Events}}
 	err := withContext(ctx, func() error {
 		ap, err := sarama.NewAsyncProducer(t.brokers, sc)
 		if err != nil {
@@ -104,17 +111,35 @@ func (p *producer) route() {
 				succ = nil
 				continue
 			}
-			m.Metadata.(*pending).done <- nil
+			p.complete(m.Metadata.(*pending), nil)
 		case e, ok := <-errs:
 			if !ok {
 				errs = nil
 				continue
 			}
 			if pd, ok := e.Msg.Metadata.(*pending); ok {
-				pd.done <- e.Err
+				p.complete(pd, e.Err)
 			}
 		}
 	}
+}
+
+// complete hands a message's outcome to its sender: the Send waiting on it,
+// or SendAsync's completion, called here on route's goroutine.
+func (p *producer) complete(pd *pending, err error) {
+	if pd.async == nil {
+		pd.done <- err
+		return
+	}
+	done := pd.async
+	p.inflight.Add(-1)
+	p.link.Result(err)
+	if err != nil {
+		p.failed.Add(1)
+		err = fmt.Errorf("kafka: produce to topic %s: %w", pd.msg.Topic, err)
+	}
+	p.release(pd)
+	done.Done(err)
 }
 
 var errProducerClosed = errors.New("kafka: producer is closed")
@@ -124,42 +149,15 @@ var errProducerClosed = errors.New("kafka: producer is closed")
 // first, Send returns ctx.Err() but the message may still be delivered, and
 // its key and value must stay untouched until then.
 func (p *producer) Send(ctx context.Context, m *drivers.Message) error {
-	topic := m.Topic
-	if topic == "" {
-		topic = p.topic
+	pd, err := p.handOver(ctx, m, nil)
+	if err != nil {
+		return err
 	}
-	pd := pendingPool.Get().(*pending)
-	pd.msg = sarama.ProducerMessage{Topic: topic, Metadata: pd}
-	// A nil key must stay a nil interface: the partitioner spreads keyless
-	// messages, while an empty key would hash every message alike.
-	if m.Key != nil {
-		pd.key = m.Key
-		pd.msg.Key = &pd.key
-	}
-	if m.Value != nil {
-		pd.value = m.Value
-		pd.msg.Value = &pd.value
-	}
-
-	p.mu.RLock()
-	if p.closed {
-		p.mu.RUnlock()
-		p.release(pd)
-		return errProducerClosed
-	}
-	select {
-	case p.ap.Input() <- &pd.msg:
-		p.mu.RUnlock()
-	case <-ctx.Done():
-		p.mu.RUnlock()
-		p.release(pd)
-		return ctx.Err()
-	}
-
 	p.inflight.Add(1)
 	defer p.inflight.Add(-1)
 	select {
 	case err := <-pd.done:
+		topic := pd.msg.Topic
 		p.release(pd)
 		p.link.Result(err)
 		if err != nil {
@@ -174,9 +172,56 @@ func (p *producer) Send(ctx context.Context, m *drivers.Message) error {
 	}
 }
 
+// SendAsync implements drivers.AsyncSender: the message goes to sarama's
+// input and done is called from route when sarama returns it.
+func (p *producer) SendAsync(ctx context.Context, m *drivers.Message, done drivers.Completion) error {
+	p.inflight.Add(1)
+	if _, err := p.handOver(ctx, m, done); err != nil {
+		p.inflight.Add(-1)
+		return err
+	}
+	return nil
+}
+
+// handOver gives m to sarama's dispatcher.
+func (p *producer) handOver(ctx context.Context, m *drivers.Message, done drivers.Completion) (*pending, error) {
+	topic := m.Topic
+	if topic == "" {
+		topic = p.topic
+	}
+	pd := pendingPool.Get().(*pending)
+	pd.msg = sarama.ProducerMessage{Topic: topic, Metadata: pd}
+	pd.async = done
+	// A nil key must stay a nil interface: the partitioner spreads keyless
+	// messages, while an empty key would hash every message alike.
+	if m.Key != nil {
+		pd.key = m.Key
+		pd.msg.Key = &pd.key
+	}
+	if m.Value != nil {
+		pd.value = m.Value
+		pd.msg.Value = &pd.value
+	}
+
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.closed {
+		p.release(pd)
+		return nil, errProducerClosed
+	}
+	select {
+	case p.ap.Input() <- &pd.msg:
+		return pd, nil
+	case <-ctx.Done():
+		p.release(pd)
+		return nil, ctx.Err()
+	}
+}
+
 func (p *producer) release(pd *pending) {
 	pd.msg = sarama.ProducerMessage{}
 	pd.key, pd.value = nil, nil
+	pd.async = nil
 	pendingPool.Put(pd)
 }
 
@@ -197,6 +242,11 @@ func (p *producer) Close() error {
 	<-p.drained
 	return nil
 }
+
+// Gather tells the workload that sends due within a millisecond of each
+// other may be handed over together: with a linger of a millisecond or more
+// they share a produce request anyway. Without linger, none is gathered.
+func (p *producer) Gather() time.Duration { return min(p.linger, time.Millisecond) }
 
 // Gauges implements drivers.Gauger.
 func (p *producer) Gauges() map[string]float64 {

@@ -3,6 +3,7 @@ package mqtt
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -24,11 +25,14 @@ type wireProxy struct {
 	ln       net.Listener
 	upstream string
 	stalled  atomic.Bool
+	hold     atomic.Bool   // drop what the broker sends
 	stall    chan struct{} // closed at the end, releasing the stalled forwarders
 
 	mu       sync.Mutex
 	versions []byte       // protocol level of every CONNECT
 	sent     map[byte]int // packets from the clients by type
+	dups     int          // PUBLISH packets with the DUP flag
+	live     []net.Conn   // client sides of the connections forwarded now
 	conns    []net.Conn
 	wg       sync.WaitGroup
 }
@@ -67,6 +71,9 @@ func (p *wireProxy) accept() {
 		}
 		p.track(c)
 		p.track(up)
+		p.mu.Lock()
+		p.live = append(p.live, c)
+		p.mu.Unlock()
 		p.wg.Add(2)
 		// Either side ending ends both, as a real connection would.
 		go func() { defer p.wg.Done(); p.fromClient(c, up); p.end(c, up) }()
@@ -106,6 +113,9 @@ func (p *wireProxy) fromClient(c, up net.Conn) {
 		}
 		p.mu.Lock()
 		p.sent[fh.Type]++
+		if fh.Type == packets.Publish && fh.Dup {
+			p.dups++
+		}
 		if fh.Type == packets.Connect && len(body) > 0 {
 			// Protocol name (2-byte length and text), then the level.
 			if l := int(body[0])<<8 | int(body[1]); len(body) > 2+l {
@@ -113,7 +123,7 @@ func (p *wireProxy) fromClient(c, up net.Conn) {
 			}
 		}
 		p.mu.Unlock()
-		pk := append([]byte{b}, encodeLength(n)...)
+		pk := appendLength([]byte{b}, n)
 		if _, err := up.Write(append(pk, body...)); err != nil {
 			return
 		}
@@ -132,23 +142,11 @@ func (p *wireProxy) pipe(c, up net.Conn) {
 			<-p.stall
 			return
 		}
+		if p.hold.Load() {
+			continue
+		}
 		if _, err := c.Write(buf[:n]); err != nil {
 			return
-		}
-	}
-}
-
-func encodeLength(n int) []byte {
-	var out []byte
-	for {
-		b := byte(n % 128)
-		n /= 128
-		if n > 0 {
-			b |= 0x80
-		}
-		out = append(out, b)
-		if n == 0 {
-			return out
 		}
 	}
 }
@@ -161,6 +159,17 @@ func (p *wireProxy) end(c, up net.Conn) {
 		<-p.stall
 	}
 	_ = c.Close()
+}
+
+// cut closes every connection forwarded now, as a broker restart would.
+func (p *wireProxy) cut() {
+	p.mu.Lock()
+	live := p.live
+	p.live = nil
+	p.mu.Unlock()
+	for _, c := range live {
+		_ = c.Close()
+	}
 }
 
 // Stall stops all forwarding; connections stay open.
@@ -261,4 +270,49 @@ func TestMQTT5RefusedByActiveMQ(t *testing.T) {
 	if errors.As(err, &ne) && ne.Timeout() {
 		t.Fatalf("open ActiveMQ with MQTT 5 timed out instead of being refused: %v", err)
 	}
+}
+
+// TestInFlightResent: publishes whose acknowledgement was lost with the
+// connection are sent again, with DUP, after the client reconnects, and
+// their sends succeed rather than count as failed.
+func TestInFlightResent(t *testing.T) {
+	eachClient(t, func(t *testing.T, cl string) {
+		tg0 := openEmbedded(t, clientPaho)
+		px := newWireProxy(t, "tcp://"+tg0.Broker().Addr())
+		tg := mustOpen(t, &TargetConfig{Client: cl, URL: px.url(), ConnectTimeout: 5 * time.Second})
+		topic := unique("planrun/resend")
+		col := collect(t, newConsumer(t, tg0, topic, "g", "c", nil))
+		p := newProducer(t, tg, topic, 1, &ProduceOptions{Clients: 1, QoS: intp(1), SendTimeout: 20 * time.Second})
+
+		px.hold.Store(true) // PUBACKs get lost
+		const n = 5
+		errs := make(chan error, n)
+		for i := range n {
+			go func() {
+				errs <- p.Send(testCtx(t, 30*time.Second), &drivers.Message{Topic: topic, Value: []byte(fmt.Sprint("m-", i))})
+			}()
+		}
+		eventually(t, 10*time.Second, "5 publishes through the proxy", func() bool { return px.count(packets.Publish) >= n })
+		px.hold.Store(false)
+		px.cut()
+		for range n {
+			select {
+			case err := <-errs:
+				if err != nil {
+					t.Errorf("send in flight across a reconnect: %v", err)
+				}
+			case <-time.After(25 * time.Second):
+				t.Fatal("send in flight across a reconnect did not return")
+			}
+		}
+		col.wait(t, n, 10*time.Second)
+		checkAll(t, col, "m", n)
+		px.mu.Lock()
+		dups, all := px.dups, px.sent[packets.Publish]
+		px.mu.Unlock()
+		t.Logf("%s: %d publishes through the proxy, %d with DUP", cl, all, dups)
+		if cl != clientPaho && (all < 2*n || dups < n) {
+			t.Errorf("%d publishes through the proxy, %d of them with DUP; want %d sent and %d sent again with DUP", all, dups, n, n)
+		}
+	})
 }

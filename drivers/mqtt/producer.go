@@ -2,11 +2,21 @@ package mqtt
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/planrun/planrun/drivers"
 )
+
+// timers are reused by sends: a stopped timer's channel holds no stale
+// value (Go 1.23 timers), so Reset makes it new.
+var timers = sync.Pool{New: func() any {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return t
+}}
 
 // Producer publishes from a fleet of clients: a message goes out on client
 // Source mod clients, to the workload's topic with {client} expanded for
@@ -31,13 +41,27 @@ func (p *Producer) Gauges() map[string]float64 { return p.f.gauges() }
 // was written to the connection.
 func (p *Producer) Send(ctx context.Context, m *drivers.Message) error {
 	i := p.client(m)
-	tm := time.NewTimer(p.timeout)
-	defer tm.Stop()
+	tm := timers.Get().(*time.Timer)
+	tm.Reset(p.timeout)
+	defer func() { tm.Stop(); timers.Put(tm) }()
 	if err := p.f.wait(ctx, i, tm.C); err != nil {
 		return err
 	}
 	mem := &p.f.members[i]
-	tok := mem.client.Publish(p.topicOf(m, i), p.qos, p.retain, m.Value)
+	topic := p.topicOf(m, i)
+	if lc, ok := mem.client.(*leanClient); ok {
+		switch err := lc.publishWait(ctx, topic, p.qos, p.retain, m.Value, tm.C); {
+		case err == nil:
+			return nil
+		case errors.Is(err, errNoAck):
+			return fmt.Errorf("mqtt: no acknowledgement from the broker within %s (client %d)", p.timeout, i)
+		case ctx.Err() != nil && errors.Is(err, ctx.Err()):
+			return err
+		default:
+			return fmt.Errorf("mqtt: publish on client %d: %w", i, err)
+		}
+	}
+	tok := mem.client.Publish(topic, p.qos, p.retain, m.Value)
 	select {
 	case <-tok.Done():
 	case <-ctx.Done():
