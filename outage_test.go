@@ -60,17 +60,7 @@ steps:
   - exec: [mosquitto_sub, -h, "` + u.Hostname() + `", -p, "` + u.Port() + `", -C, "1", -W, "10", -t, "$SYS/broker/publish/messages/received"]
     as: sys_received
 `
-	out := t.TempDir()
-	var stdout, stderr bytes.Buffer
-	code := run([]string{"--out", out, writePlan(t, plan)}, &stdout, &stderr)
-	t.Log(stderr.String())
-	if code != 0 {
-		t.Fatalf("exit %d\n%s", code, stdout.String())
-	}
-	res, err := results.Load(filepath.Join(out, "mosquitto-restart.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	res, out, stderr := runInline(t, plan)
 	r := res.Runs[0]
 	m := r.Metrics
 
@@ -138,10 +128,30 @@ steps:
 		t.Fatal(err)
 	}
 	for _, want := range []string{"| devices  | disconnected (", "| down   | devices  |", "clients disconnected ("} {
-		if !strings.Contains(string(report)+stderr.String(), want) {
+		if !strings.Contains(string(report)+stderr, want) {
 			t.Errorf("report and output lack %q", want)
 		}
 	}
+}
+
+// runInline runs a plan written in the test and returns its result, the
+// folder the reports went to and what it printed on stderr; a run that does
+// not pass fails the test.
+func runInline(t *testing.T, plan string) (*results.Result, string, string) {
+	t.Helper()
+	out := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"--out", out, writePlan(t, plan)}, &stdout, &stderr)
+	t.Log(stderr.String())
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stdout.String())
+	}
+	name := strings.TrimPrefix(strings.SplitN(plan, "\n", 2)[0], "name: ")
+	res, err := results.Load(filepath.Join(out, name+".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res, out, stderr.String()
 }
 
 func eventCounts(m metrics.Snapshot, workload string) map[string]int64 {

@@ -9,12 +9,12 @@ package main
 
 import (
 	"bytes"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/planrun/planrun/metrics"
-	"github.com/planrun/planrun/results"
 )
 
 // Seeds 000 and 004 end to end on the embedded RocketMQ broker, scaled down.
@@ -80,17 +80,7 @@ steps:
   - stop: all
   - assert: consumer.lost == 0
 `
-	out := t.TempDir()
-	var stdout, stderr bytes.Buffer
-	code := run([]string{"--out", out, writePlan(t, plan)}, &stdout, &stderr)
-	t.Log(stderr.String())
-	if code != 0 {
-		t.Fatalf("exit %d\n%s", code, stdout.String())
-	}
-	res, err := results.Load(filepath.Join(out, "rocketmq-restart.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	res, out, _ := runInline(t, plan)
 	m := res.Runs[0].Metrics
 	p, c := m.Workloads["producer"], m.Workloads["consumer"]
 	// A send that timed out as the broker went down may still have been
@@ -106,7 +96,8 @@ steps:
 	if d := o.Duration(); !o.Ended || d < 2 || d > 6 || o.Phase != "outage" || o.Failed != p.Failed {
 		t.Errorf("producer outage %+v (%.1f s), want about 3 s with every failed send", o, d)
 	}
-	if !strings.Contains(stdout.String(), "| outage | producer |") {
-		t.Errorf("the report has no outage row:\n%s", stdout.String())
+	report, err := os.ReadFile(filepath.Join(out, "rocketmq-restart.md"))
+	if err != nil || !strings.Contains(string(report), "| outage | producer |") {
+		t.Errorf("the report has no outage row (%v):\n%s", err, report)
 	}
 }

@@ -106,15 +106,13 @@ install_packages() {
 	((rc == 0)) || die "apt-get failed ($rc)"
 }
 
-start_mosquitto() {
-	local dir=$STATE/mosquitto
-	if port_open $MOSQUITTO_PORT; then
-		log "mosquitto: 127.0.0.1:$MOSQUITTO_PORT already answers"
-		return 0
-	fi
+# mosquitto_conf writes the config of a mosquitto in $1 listening on port
+# $2; further lines come from $3.
+# max_queued_messages/max_inflight_messages 0 = no limit, so QoS 1 bursts
+# and persistent sessions are not trimmed by the broker.
+mosquitto_conf() {
+	local dir=$1 port=$2 extra=${3:-}
 	mkdir -p "$dir"
-	# max_queued_messages/max_inflight_messages 0 = no limit, so QoS 1
-	# bursts and persistent sessions are not trimmed by the broker.
 	cat >"$dir/mosquitto.conf" <<EOF
 pid_file $dir/mosquitto.pid
 persistence false
@@ -122,60 +120,35 @@ log_dest file $dir/mosquitto.log
 log_type error
 log_type warning
 connection_messages false
-listener $MOSQUITTO_PORT 127.0.0.1
+listener $port 127.0.0.1
 allow_anonymous true
 max_queued_messages 0
 max_inflight_messages 0
 max_connections -1
+$extra
 EOF
 	if id mosquitto >/dev/null 2>&1; then
 		chown -R mosquitto: "$dir"
 	fi
+}
+
+# start_mosquitto starts the mosquitto in $1 on port $2 unless the port
+# already answers; $3 names it in messages.
+start_mosquitto() {
+	local dir=$1 port=$2 what=$3
+	if port_open "$port"; then
+		log "$what: 127.0.0.1:$port already answers"
+		return 0
+	fi
 	rm -f "$dir/mosquitto.pid"
-	log "mosquitto: starting on 127.0.0.1:$MOSQUITTO_PORT"
+	log "$what: starting on 127.0.0.1:$port"
 	(
 		ulimit -n 65536 2>/dev/null || true
 		# 3>&- everywhere: a daemon holding the stdout pipe open would keep
 		# $(bash .ci/services.sh) waiting forever.
 		mosquitto -c "$dir/mosquitto.conf" -d 3>&-
 	)
-	wait_port $MOSQUITTO_PORT 20 || die "mosquitto did not start; see $dir/mosquitto.log"
-}
-
-# start_mosquitto_restart starts the mosquitto that tests kill (its pidfile)
-# and start again (the same command): $SYS topics every second, so that a
-# test reads the broker's own counters (mosquitto_sub) right after a run.
-start_mosquitto_restart() {
-	local dir=$STATE/mosquitto-restart
-	mkdir -p "$dir"
-	cat >"$dir/mosquitto.conf" <<EOF
-pid_file $dir/mosquitto.pid
-persistence false
-log_dest file $dir/mosquitto.log
-log_type error
-log_type warning
-connection_messages false
-listener $MOSQUITTO_RESTART_PORT 127.0.0.1
-allow_anonymous true
-max_queued_messages 0
-max_inflight_messages 0
-max_connections -1
-sys_interval 1
-EOF
-	if id mosquitto >/dev/null 2>&1; then
-		chown -R mosquitto: "$dir"
-	fi
-	if port_open $MOSQUITTO_RESTART_PORT; then
-		log "mosquitto (restartable): 127.0.0.1:$MOSQUITTO_RESTART_PORT already answers"
-		return 0
-	fi
-	rm -f "$dir/mosquitto.pid"
-	log "mosquitto (restartable): starting on 127.0.0.1:$MOSQUITTO_RESTART_PORT"
-	(
-		ulimit -n 65536 2>/dev/null || true
-		mosquitto -c "$dir/mosquitto.conf" -d 3>&-
-	)
-	wait_port $MOSQUITTO_RESTART_PORT 20 || die "mosquitto (restartable) did not start; see $dir/mosquitto.log"
+	wait_port "$port" 20 || die "$what did not start; see $dir/mosquitto.log"
 }
 
 start_redis() {
@@ -281,8 +254,13 @@ EOF
 
 install_packages
 mkdir -p "$STATE"
-start_mosquitto
-start_mosquitto_restart
+mosquitto_conf "$STATE/mosquitto" $MOSQUITTO_PORT
+start_mosquitto "$STATE/mosquitto" $MOSQUITTO_PORT mosquitto
+# The second mosquitto is the one tests kill (its pidfile) and start again
+# (the same command); $SYS every second, so that a test reads the broker's
+# own counters (mosquitto_sub) right after a run.
+mosquitto_conf "$STATE/mosquitto-restart" $MOSQUITTO_RESTART_PORT "sys_interval 1"
+start_mosquitto "$STATE/mosquitto-restart" $MOSQUITTO_RESTART_PORT "mosquitto (restartable)"
 start_redis
 start_activemq
 log "all services up (state in $STATE; stop with: bash .ci/services.sh stop)"

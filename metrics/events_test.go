@@ -166,3 +166,23 @@ func TestSeriesKeepsEvents(t *testing.T) {
 		t.Errorf("devices: events %+v outage %+v, want %+v %+v", g.Events, g.Outage, w.Events, w.Outage)
 	}
 }
+
+// BenchmarkAcked is the cost of counting one acknowledged send, with no
+// outage on record and with one the send's intended time is checked
+// against.
+func BenchmarkAcked(b *testing.B) {
+	for _, outage := range []bool{false, true} {
+		b.Run(fmt.Sprintf("outage=%v", outage), func(b *testing.B) {
+			r := NewRecorder("p", "produce", Role{Sends: true})
+			now := time.Now()
+			if outage {
+				r.Event(ConnEvent{Kind: EventDisconnected, Of: 1, At: now.Add(-time.Hour).UnixNano()})
+				r.Event(ConnEvent{Kind: EventReconnected, Of: 1, At: now.Add(-time.Minute).UnixNano()})
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				r.Acked(100, time.Millisecond, now)
+			}
+		})
+	}
+}

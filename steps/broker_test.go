@@ -1,16 +1,12 @@
 package steps_test
 
 import (
-	"bytes"
-	"context"
 	"strings"
 	"testing"
-	"time"
 
 	_ "github.com/planrun/planrun/drivers/mqtt"
-	"github.com/planrun/planrun/engine"
+	"github.com/planrun/planrun/engine/enginetest"
 	"github.com/planrun/planrun/plan"
-	"github.com/planrun/planrun/results"
 )
 
 func TestBrokerLoadErrors(t *testing.T) {
@@ -63,17 +59,7 @@ steps:
   - sleep: 1s
   - stop: all
 `
-	src, plans, err := plan.Parse("plan.yaml", []byte(y), plan.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out bytes.Buffer
-	e := &engine.Engine{Out: &out, Version: "test", StopTimeout: 10 * time.Second}
-	res := e.Execute(context.Background(), src, plans)
-	t.Log(out.String())
-	if res.Status != results.Passed {
-		t.Fatalf("status %s: %s", res.Status, res.Runs[0].Error)
-	}
+	res, out := enginetest.ExecuteOutput(t, y)
 	m := res.Runs[0].Metrics
 	if len(m.Outages) != 1 {
 		t.Fatalf("outages: %+v", m.Outages)
@@ -103,7 +89,7 @@ steps:
 		t.Errorf("outage seconds per phase: %v", ph)
 	}
 	for _, want := range []string{"devices: 5/5 clients disconnected (", "; reconnected 5 by "} {
-		if !strings.Contains(out.String(), want) {
+		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q", want)
 		}
 	}

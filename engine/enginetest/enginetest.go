@@ -17,6 +17,13 @@ import (
 // run passed.
 func Execute(t testing.TB, y string) *results.Result {
 	t.Helper()
+	res, _ := ExecuteOutput(t, y)
+	return res
+}
+
+// ExecuteOutput is Execute that also returns what the run printed.
+func ExecuteOutput(t testing.TB, y string) (*results.Result, string) {
+	t.Helper()
 	src, plans, err := plan.Parse("plan.yaml", []byte(y), plan.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -28,5 +35,5 @@ func Execute(t testing.TB, y string) *results.Result {
 	if res.Status != results.Passed {
 		t.Fatalf("status %s: %s", res.Status, res.Error)
 	}
-	return res
+	return res, out.String()
 }
