@@ -99,8 +99,14 @@ steps:
 
 	// Loss is what was acked and never received, message by message.
 	dev, sink := m.Workloads["devices"], m.Workloads["sink"]
-	if want := dev.Acked - (sink.Received - sink.Duplicates); sink.Lost != want {
-		t.Errorf("lost %d, want acked %d - received %d (+ %d duplicates) = %d", sink.Lost, dev.Acked, sink.Received, sink.Duplicates, want)
+	// A send whose ack the kill cut off counts as failed, yet the broker
+	// may have taken it and passed it on (or the client sent it again
+	// after the reconnect): received then holds up to that many messages
+	// that were never acked, and acked - received undercounts the loss by
+	// as many.
+	distinct := sink.Received - sink.Duplicates
+	if lo, hi := dev.Acked-distinct, dev.Acked-distinct+dev.Failed; sink.Lost < lo || sink.Lost > hi {
+		t.Errorf("lost %d, want acked %d - received %d (+ %d duplicates) = %d, up to %d more for failed sends", sink.Lost, dev.Acked, sink.Received, sink.Duplicates, lo, dev.Failed)
 	}
 	t.Logf("acked %d, received %d, duplicates %d, lost %d, failed %d", dev.Acked, sink.Received, sink.Duplicates, sink.Lost, dev.Failed)
 
@@ -118,8 +124,10 @@ steps:
 	if !ok {
 		t.Fatalf("probe sys_received: %#v", r.Probes["sys_received"])
 	}
-	if got, ok := sys["value"].(float64); !ok || int64(got) != ackedSince {
-		t.Errorf("mosquitto received %v PUBLISH packets since its restart, planrun acked %d since then", sys["value"], ackedSince)
+	// Sends that failed at the kill may have been sent again after the
+	// reconnect: the broker counts those PUBLISH packets too.
+	if got, ok := sys["value"].(float64); !ok || int64(got) < ackedSince || int64(got) > ackedSince+dev.Failed {
+		t.Errorf("mosquitto received %v PUBLISH packets since its restart, planrun acked %d since then (%d sends failed)", sys["value"], ackedSince, dev.Failed)
 	}
 
 	// The report says it too.
@@ -202,8 +210,14 @@ func TestMQTTBrokerRestartPlan(t *testing.T) {
 		t.Errorf("outage %+v (%.1f s), want 20 clients down about 2 s", o, o.Duration())
 	}
 	dev, sink := m.Workloads["devices"], m.Workloads["sink"]
-	if want := dev.Acked - (sink.Received - sink.Duplicates); sink.Lost != want {
-		t.Errorf("lost %d, want acked %d - received %d (+ %d duplicates) = %d", sink.Lost, dev.Acked, sink.Received, sink.Duplicates, want)
+	// A send whose ack the kill cut off counts as failed, yet the broker
+	// may have taken it and passed it on (or the client sent it again
+	// after the reconnect): received then holds up to that many messages
+	// that were never acked, and acked - received undercounts the loss by
+	// as many.
+	distinct := sink.Received - sink.Duplicates
+	if lo, hi := dev.Acked-distinct, dev.Acked-distinct+dev.Failed; sink.Lost < lo || sink.Lost > hi {
+		t.Errorf("lost %d, want acked %d - received %d (+ %d duplicates) = %d, up to %d more for failed sends", sink.Lost, dev.Acked, sink.Received, sink.Duplicates, lo, dev.Failed)
 	}
 	report := stdout.String()
 	row := fmt.Sprintf("| %d | %d | %d | %d |", dev.Acked, sink.Received, sink.Lost, sink.Duplicates) // the last columns of "Outage and loss"

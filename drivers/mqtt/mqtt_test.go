@@ -269,7 +269,9 @@ func qos0And2(t *testing.T, tg *Target) {
 	for _, q := range []int{0, 2} {
 		t.Run(fmt.Sprintf("qos%d", q), func(t *testing.T) {
 			topic := unique("planrun/qos")
-			col := collect(t, newConsumer(t, tg, topic, "g", "c", &ConsumeOptions{QoS: intp(q)}))
+			// A client id of its own per QoS: the previous subtest's
+			// subscriber may still be leaving the broker.
+			col := collect(t, newConsumer(t, tg, topic, "g", fmt.Sprintf("c%d", q), &ConsumeOptions{QoS: intp(q)}))
 			p := newProducer(t, tg, topic, 4, &ProduceOptions{QoS: intp(q)})
 			send(t, p, topic, "m", 500, 4)
 			col.wait(t, 500, 20*time.Second)
