@@ -92,7 +92,7 @@ func Start(o Options) (*Broker, error) {
 	if o.TLS != nil {
 		ln = tls.NewListener(ln, o.TLS)
 	}
-	l := &listener{ln: ln}
+	l := &listener{ln: ln, srv: srv}
 	if err := srv.AddListener(l); err != nil {
 		_ = ln.Close()
 		return nil, fmt.Errorf("embedded mqtt: %w", err)
@@ -168,6 +168,7 @@ func (b *Broker) Close() error {
 // would hold them until their connect timeout.
 type listener struct {
 	ln      net.Listener
+	srv     *mochi.Server
 	closing atomic.Bool
 }
 
@@ -190,10 +191,18 @@ func (l *listener) Serve(establish listeners.EstablishFn) {
 	}
 }
 
-func (l *listener) Close(closeClients listeners.CloseFn) {
+// Close stops accepting and disconnects the listener's clients. It lists
+// them with one read lock (Clients.GetAll) rather than through the closeFn
+// mochi passes, whose Clients.GetByListener takes the read lock twice and
+// deadlocks when a disconnecting client waits for the write lock between.
+func (l *listener) Close(listeners.CloseFn) {
 	if l.closing.CompareAndSwap(false, true) {
 		_ = l.ln.Close()
-		closeClients(l.ID())
+		for _, cl := range l.srv.Clients.GetAll() {
+			if cl.Net.Listener == l.ID() && !cl.Closed() {
+				_ = l.srv.DisconnectClient(cl, packets.ErrServerShuttingDown)
+			}
+		}
 	}
 }
 
