@@ -244,3 +244,15 @@ func (r Rate) Scaled(f float64) Rate {
 	}
 	return c
 }
+
+// Peak is the highest rate the plan asks for: the fixed rate or the
+// highest stage (0: as fast as acks allow).
+func (r Rate) Peak() float64 {
+	m := r.Fixed
+	for _, s := range r.Stages {
+		if s.To != nil {
+			m = max(m, *s.To)
+		}
+	}
+	return m
+}

@@ -13,7 +13,7 @@ import (
 type ProduceSpec struct {
 	Topic    string        `yaml:"topic" required:"true" doc:"topic to send to"`
 	Size     units.Size    `yaml:"size" default:"1KiB" doc:"payload size of each message; planrun's header (run, producer stream, sequence number, intended send time) takes the first 22 bytes when the size allows, a short one 11 to 21 bytes"`
-	Threads  int           `yaml:"threads" default:"1" doc:"concurrent senders, each waiting for its ack: the most messages in flight (kafka: one sender keeps up to this many in flight)"`
+	Threads  int           `yaml:"threads" default:"1" doc:"concurrent senders, each waiting for its ack: the most messages in flight (kafka: one sender keeps up to this many in flight, plus what the rate sends during the linger and 100 ms more, so that a linger does not cap the rate)"`
 	Rate     Rate          `yaml:"rate" doc:"target messages per second over all threads (0 or absent = as fast as acks allow), or a schedule: a list of stages {to: RATE, over: DURATION} (a linear ramp from the rate before; without over: at once) and {hold: DURATION}, starting from 0; the last rate holds until the workload stops"`
 	Interval time.Duration `yaml:"interval" doc:"instead of rate: every source (client or thread) sends one message per interval"`
 	Count    int64         `yaml:"count" doc:"stop after this many messages in total (across restarts); 0 = until stopped"`

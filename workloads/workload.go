@@ -278,6 +278,9 @@ func (p *Producer) setRate(r Rate, reset bool) {
 	p.rateMu.Lock()
 	defer p.rateMu.Unlock()
 	p.rate = r
+	if p.cur != nil && p.cur.async != nil {
+		p.cur.async.setRate(r)
+	}
 	switch {
 	case p.cur == nil:
 	case reset:
