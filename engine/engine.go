@@ -616,16 +616,23 @@ func (r *Run) closeTargets() {
 	}
 }
 
-// sample feeds the collector once a second until the run ends.
+// sample feeds the collector once a second until the run ends, on a grid
+// that restarts at every phase change (see metrics.Collector.NextSample),
+// so that per-second points never straddle a phase's edge.
 func (r *Run) sample(ctx context.Context) {
-	t := time.NewTicker(time.Second)
+	t := time.NewTimer(time.Until(r.coll.NextSample()))
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case now := <-t.C:
-			r.coll.Sample(now)
+			// A phase change since the timer was set moved the next sample on.
+			sampled := r.coll.Tick(now)
+			t.Reset(time.Until(r.coll.NextSample()))
+			if !sampled {
+				continue
+			}
 			// Connection events are announced as they happen, counted per
 			// second, whatever the progress interval.
 			for _, line := range r.coll.Announcements(now) {

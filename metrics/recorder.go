@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -41,7 +42,11 @@ type Recorder struct {
 	gauges                    atomic.Pointer[func() map[string]float64]
 	backlog                   atomic.Pointer[func() Backlog]
 	lag                       atomic.Int64 // broker-reported lag, -1 unknown
-	lost                      atomic.Pointer[func() int64]
+	lagAt                     atomic.Int64 // unix nanos the lag was measured
+	// ackSpan and recvSpan time the acks and receipts since they were
+	// last taken (takeSpans): a short phase's rates run over them.
+	ackSpan, recvSpan span
+	lost              atomic.Pointer[func() int64]
 
 	// Connection events: counts, the latest outage's bounds (unix nanos,
 	// outEnd 0 while it lasts) and acked sends intended during outages.
@@ -65,8 +70,11 @@ func (r *Recorder) SetBacklog(f func() Backlog) { r.backlog.Store(&f) }
 // SetLost installs how many acked messages this consumer's group has not received.
 func (r *Recorder) SetLost(f func() int64) { r.lost.Store(&f) }
 
-// SetLag stores the broker-reported lag (-1 when unknown).
-func (r *Recorder) SetLag(n int64) { r.lag.Store(n) }
+// SetLag stores the broker-reported lag (-1 when unknown), measured now.
+func (r *Recorder) SetLag(n int64) {
+	r.lag.Store(n)
+	r.lagAt.Store(time.Now().UnixNano())
+}
 
 func (r *Recorder) backlogValue() Backlog {
 	if f := r.backlog.Load(); f != nil {
@@ -96,6 +104,7 @@ func (r *Recorder) Acked(bytes int, latency time.Duration, now time.Time) {
 	r.acked.Add(1)
 	r.bytesAcked.Add(int64(bytes))
 	r.SendLatency.Record(latency)
+	r.ackSpan.touch(now.UnixNano())
 	if r.outStart.Load() != 0 && r.inOutage(now.UnixNano()-int64(latency)) {
 		r.outDelayed.Add(1)
 	}
@@ -120,6 +129,7 @@ func (r *Recorder) Received(bytes int, e2e time.Duration, now time.Time) {
 	} else {
 		r.untracked.Add(1)
 	}
+	r.recvSpan.touch(now.UnixNano())
 	r.touch(now.UnixNano())
 }
 
@@ -144,6 +154,92 @@ func (r *Recorder) SetGauges(f func() map[string]float64) {
 	}
 	r.gauges.Store(&f)
 }
+
+// Span is when the first and the last of some messages came, in unix
+// nanos (0: none).
+type Span struct {
+	First int64 `json:"first,omitempty"`
+	Last  int64 `json:"last,omitempty"`
+}
+
+// Add widens s to cover o.
+func (s *Span) Add(o Span) {
+	if o.First == 0 {
+		return
+	}
+	if s.First == 0 || o.First < s.First {
+		s.First = o.First
+	}
+	s.Last = max(s.Last, o.Last, o.First)
+}
+
+// Shift moves the span's times by -offset (to another process's clock).
+func (s Span) Shift(offset int64) Span {
+	if s.First == 0 {
+		return s
+	}
+	return Span{First: s.First - offset, Last: s.Last - offset}
+}
+
+// Rate is n messages over the span, counted from the first to the last:
+// (n - 1) gaps over the time between them; NaN when that is not known
+// (fewer than two messages, or all at one instant).
+func (s Span) Rate(n int64) float64 {
+	d := float64(s.Last-s.First) / 1e9
+	if n < 2 || s.First == 0 || d <= 0 {
+		return math.NaN()
+	}
+	return float64(n-1) / d
+}
+
+// span times messages as they come, until taken.
+type span struct{ first, last atomic.Int64 }
+
+func (s *span) touch(now int64) {
+	s.first.CompareAndSwap(0, now)
+	s.last.Store(now)
+}
+
+// add widens the span to cover o (from another process's delta).
+func (s *span) add(o Span) {
+	if o.First == 0 {
+		return
+	}
+	for {
+		cur := s.first.Load()
+		if (cur != 0 && cur <= o.First) || s.first.CompareAndSwap(cur, o.First) {
+			break
+		}
+	}
+	for {
+		cur := s.last.Load()
+		if cur >= o.Last || s.last.CompareAndSwap(cur, o.Last) {
+			break
+		}
+	}
+}
+
+// take returns the span so far and starts a new one.
+func (s *span) take() Span {
+	out := Span{First: s.first.Swap(0), Last: s.last.Swap(0)}
+	if out.First != 0 && out.Last < out.First {
+		// A message came between the two swaps: its time opens the next span.
+		out.Last = out.First
+	}
+	return out
+}
+
+// peek returns the span so far.
+func (s *span) peek() Span {
+	out := Span{First: s.first.Load(), Last: s.last.Load()}
+	if out.First != 0 && out.Last < out.First {
+		out.Last = out.First
+	}
+	return out
+}
+
+// takeSpans returns the spans of acks and receipts since the previous call.
+func (r *Recorder) takeSpans() (acks, recvs Span) { return r.ackSpan.take(), r.recvSpan.take() }
 
 // Counters is a plain copy of a recorder's counters at one instant.
 type Counters struct {
