@@ -160,6 +160,14 @@ func (e *Engine) Execute(ctx context.Context, src *plan.Source, plans []*plan.Pl
 	if len(plans) > 0 {
 		res.Tables = buildTables(plans, res.Runs)
 	}
+	// Every run's figures are checked against the invariants a reader
+	// relies on (phases that add up to the run, ...); a violation is a
+	// defect of planrun and shows in the result and the report.
+	res.Format = results.FormatVersion
+	res.Violations = res.Check().Violations
+	for _, v := range res.Violations {
+		e.printf("planrun: figures do not add up: %s\n", v)
+	}
 	redact.RedactAll(res, src.Secrets)
 	return res
 }

@@ -6,8 +6,6 @@ import (
 	"sort"
 	"sync"
 	"time"
-
-	hdr "github.com/HdrHistogram/hdrhistogram-go"
 )
 
 // Backlog is what a consumer group still has to read: messages acked to its
@@ -25,6 +23,7 @@ type Stats struct {
 	Acked         int64              `json:"acked" expr:"acked"`
 	Failed        int64              `json:"failed" expr:"failed"`
 	Received      int64              `json:"received" expr:"received"`
+	Distinct      int64              `json:"distinct" expr:"distinct"`
 	Untracked     int64              `json:"untracked" expr:"untracked"`
 	BytesAcked    int64              `json:"bytes_acked" expr:"bytes_acked"`
 	BytesReceived int64              `json:"bytes_received" expr:"bytes_received"`
@@ -129,11 +128,14 @@ type track struct {
 	recvMBps   float64
 	run, phase hists
 	phaseStart Counters
-	phaseSpan  [2]Span // acks, receipts of the phase
-	phasePts   int     // points of the phase in series
-	phaseMax   peaks
-	runMax     peaks
-	series     []Point
+	// last are the counters at the latest point: the cut that closes a
+	// phase and opens the next.
+	last      Counters
+	phaseSpan [2]Span // acks, receipts of the phase
+	phasePts  int     // points of the phase in series
+	phaseMax  peaks
+	runMax    peaks
+	series    []Point
 }
 
 // Collector samples recorders every second into series, phases and run totals.
@@ -196,7 +198,7 @@ func (c *Collector) Add(r *Recorder) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	t := &track{rec: r, prev: r.Counters(), prevAt: c.start, run: newHists(), phase: newHists()}
-	t.phaseStart = t.prev
+	t.phaseStart, t.last = t.prev, t.prev
 	if c.sink != nil {
 		r.keepEventsForFile()
 	}
@@ -255,12 +257,13 @@ func (c *Collector) sampleLocked(now time.Time, extra map[string]float64, last b
 	c.sampledAt = now
 	ts := now.Sub(c.start).Seconds()
 	for _, t := range c.tracks {
-		cur := t.rec.Counters()
+		// One snapshot of the recorder serves the point, the phase and the
+		// run: nothing counted falls between two reads.
+		cur, iv := t.rec.snapshot()
 		acks, recvs := t.rec.takeSpans()
 		t.phaseSpan[0].Add(acks)
 		t.phaseSpan[1].Add(recvs)
 		dt := now.Sub(t.prevAt).Seconds()
-		iv := hists{send: t.rec.SendLatency.Drain(hdrPool.Get().(*hdr.Histogram)), e2e: t.rec.EndToEnd.Drain(hdrPool.Get().(*hdr.Histogram))}
 		t.phase.merge(iv)
 		t.run.merge(iv)
 		p := Point{T: ts, Phase: c.cur.Name, P99: Summarize(iv.send).P99, E2EP99: Summarize(iv.e2e).P99,
@@ -291,6 +294,7 @@ func (c *Collector) sampleLocked(now time.Time, extra map[string]float64, last b
 			t.runMax.see(p)
 			t.prev, t.prevAt = cur, now
 		}
+		t.last = t.prev
 		if c.sink != nil {
 			// A sample that makes no point still writes what it measured.
 			line := SeriesLine{Run: c.label, Workload: t.rec.Name, Point: Point{T: ts, Phase: c.cur.Name}, State: c.stateLocked(t, cur, iv, acks, recvs)}
@@ -327,7 +331,9 @@ func addGauges(extra map[string]float64, windows ...map[string]*Gauge) {
 }
 
 // StartPhase closes the current phase (sampling up to now) and opens name.
-// A first phase in which nothing happened is dropped.
+// One snapshot of each recorder closes the one and opens the other, so
+// every message and every latency belongs to exactly one phase. A first
+// phase in which nothing happened is dropped.
 func (c *Collector) StartPhase(name string, now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -346,7 +352,7 @@ func (c *Collector) StartPhase(name string, now time.Time) {
 		t.phase = newHists()
 		// The phase begins where the last point ended, so that its
 		// points add up to it.
-		t.phaseStart = t.prev
+		t.phaseStart = t.last
 		t.phaseSpan, t.phasePts, t.phaseMax = [2]Span{}, 0, peaks{}
 	}
 	c.phExt = map[string]*Gauge{}
@@ -361,17 +367,17 @@ func hasActivity(p Phase) bool {
 	return false
 }
 
-// closePhaseLocked returns the current phase's stats as of now: up to the
-// sample just taken when it ends (last), the counters as they are else.
-func (c *Collector) closePhaseLocked(now time.Time, last bool) Phase {
+// closePhaseLocked returns the current phase's stats as of now: as of the
+// latest point when atCut, else with the counters read now (a live view).
+func (c *Collector) closePhaseLocked(now time.Time, atCut bool) Phase {
 	p := c.cur
 	p.End = now.Sub(c.start).Seconds()
 	p.Workloads = map[string]Stats{}
 	dur := now.Sub(c.curAt).Seconds()
 	for _, t := range c.tracks {
-		cur := t.prev
+		cur := t.last
 		spans := t.phaseSpan
-		if !last {
+		if !atCut {
 			cur = t.rec.Counters()
 			spans[0].Add(t.rec.ackSpan.peek())
 			spans[1].Add(t.rec.recvSpan.peek())
@@ -409,7 +415,7 @@ func (c *Collector) statsLocked(t *track, d Counters, h hists, end time.Time) St
 	r := t.rec
 	s := Stats{
 		Running: r.running.Load(), Sent: d.Sent, Acked: d.Acked, Failed: d.Failed,
-		Received: d.Received, Untracked: d.Untracked, BytesAcked: d.BytesAcked, BytesReceived: d.BytesReceived,
+		Received: d.Received, Distinct: d.Distinct, Untracked: d.Untracked, BytesAcked: d.BytesAcked, BytesReceived: d.BytesReceived,
 		Duplicates: d.Duplicates, Reordered: d.Reordered,
 		Latency: Summarize(h.send).orNA(d.Acked), E2E: Summarize(h.e2e).orNA(d.Received - d.Untracked),
 		LastLatency: float64(r.lastLatency.Load()) / 1e6,
@@ -474,9 +480,19 @@ type Snapshot struct {
 func (c *Collector) Snapshot(now time.Time, withSeries bool) Snapshot {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.snapshotLocked(now, withSeries, false)
+}
+
+// snapshotLocked is Snapshot; atCut takes the counts as of the latest
+// sample, as the histograms are, rather than as of now.
+func (c *Collector) snapshotLocked(now time.Time, withSeries, atCut bool) Snapshot {
 	s := Snapshot{Elapsed: now.Sub(c.start).Seconds(), Workloads: map[string]Stats{}}
 	for _, t := range c.tracks {
-		st := c.statsLocked(t, t.rec.Counters(), t.run, now)
+		cur := t.last
+		if !atCut {
+			cur = t.rec.Counters()
+		}
+		st := c.statsLocked(t, cur, t.run, now)
 		st.SendRate, st.RecvRate, st.SendMBps, st.RecvMBps = t.sendRate, t.recvRate, t.sendMBps, t.recvMBps
 		t.runMax.set(&st)
 		st.FillRate(t.rec.Role)
@@ -496,7 +512,7 @@ func (c *Collector) Snapshot(now time.Time, withSeries bool) Snapshot {
 	sort.SliceStable(s.Events, func(i, j int) bool { return s.Events[i].T < s.Events[j].T })
 	sort.SliceStable(s.Outages, func(i, j int) bool { return s.Outages[i].Start < s.Outages[j].Start })
 	s.Phases = append([]Phase(nil), c.phases...)
-	s.Phase = c.closePhaseLocked(now, false)
+	s.Phase = c.closePhaseLocked(now, atCut)
 	if c.extra != nil {
 		s.Extra = make(map[string]float64, len(c.extra))
 		for k, v := range c.extra {
@@ -511,13 +527,15 @@ func (c *Collector) Snapshot(now time.Time, withSeries bool) Snapshot {
 }
 
 // Finish closes the last phase and returns the final snapshot with series.
+// The run's totals are those of the cut that closed the last phase, so the
+// phases add up to them exactly.
 func (c *Collector) Finish(now time.Time) Snapshot {
 	c.StartPhase("", now)
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	// StartPhase opened an empty trailing phase: the closed list is final.
 	c.cur = Phase{}
-	c.mu.Unlock()
-	s := c.Snapshot(now, true)
+	s := c.snapshotLocked(now, true, true)
 	s.Phase = Phase{}
 	return s
 }

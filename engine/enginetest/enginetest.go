@@ -35,5 +35,15 @@ func ExecuteOutput(t testing.TB, y string) (*results.Result, string) {
 	if res.Status != results.Passed {
 		t.Fatalf("status %s: %s", res.Status, res.Error)
 	}
+	CheckResult(t, res)
 	return res, out.String()
+}
+
+// CheckResult fails the test for every invariant res does not hold (see
+// results.Check): every plan a test runs checks that its figures add up.
+func CheckResult(t testing.TB, res *results.Result) {
+	t.Helper()
+	for _, v := range res.Check().Violations {
+		t.Errorf("figures do not add up: %s", v)
+	}
 }
