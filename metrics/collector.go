@@ -281,8 +281,8 @@ func (c *Collector) sampleLocked(now time.Time, extra map[string]float64, last b
 			prev := &t.series[len(t.series)-1]
 			prev.add(p)
 			p, replaces = *prev, true
-		case dt <= 0:
-			// No time has passed: what was counted goes to the next point.
+		case dt <= 0 && p.counts() == (Counters{}):
+			// No time has passed and no message was counted: no point.
 			emit = false
 		default:
 			t.series = appendBounded(t.series, p)

@@ -76,9 +76,12 @@ func (r *Recorder) SetBacklog(f func() Backlog) { r.backlog.Store(&f) }
 func (r *Recorder) SetLost(f func() int64) { r.lost.Store(&f) }
 
 // SetLag stores the broker-reported lag (-1 when unknown), measured now.
-func (r *Recorder) SetLag(n int64) {
+func (r *Recorder) SetLag(n int64) { r.SetLagAt(n, time.Now()) }
+
+// SetLagAt stores the broker-reported lag as measured at a given time.
+func (r *Recorder) SetLagAt(n int64, at time.Time) {
 	r.lag.Store(n)
-	r.lagAt.Store(time.Now().UnixNano())
+	r.lagAt.Store(at.UnixNano())
 }
 
 func (r *Recorder) backlogValue() Backlog {

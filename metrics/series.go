@@ -261,7 +261,7 @@ func (rp *replay) line(l SeriesLine) error {
 			}
 			t.last = *l.State
 		}
-		if l.Interval > 0 {
+		if l.Interval > 0 || l.counts() != (Counters{}) {
 			if l.Replaces && len(t.series) > 0 {
 				t.series[len(t.series)-1] = l.Point
 			} else {
