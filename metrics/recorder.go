@@ -113,7 +113,9 @@ func (r *Recorder) Acked(bytes int, latency time.Duration, now time.Time) {
 	r.acked.Add(1)
 	r.bytesAcked.Add(int64(bytes))
 	r.SendLatency.Record(latency)
-	r.ackSpan.touch(now.UnixNano())
+	// A short phase's send rate is the rate its acked messages were meant
+	// to be sent at: acks may come back in one batch.
+	r.ackSpan.touch(now.UnixNano() - int64(latency))
 	if r.outStart.Load() != 0 && r.inOutage(now.UnixNano()-int64(latency)) {
 		r.outDelayed.Add(1)
 	}
@@ -211,24 +213,27 @@ func (s Span) Shift(offset int64) Span {
 	return Span{First: s.First - offset, Last: s.Last - offset}
 }
 
+// MinSpan is the shortest span a rate is told from: messages that all
+// came within it came in one burst (a batch of acks or of records), whose
+// rate says nothing.
+const MinSpan = 10 * time.Millisecond
+
 // Rate is n messages over the span, counted from the first to the last:
 // (n - 1) gaps over the time between them; NaN when that is not known
-// (fewer than two messages, or all at one instant).
+// (fewer than two messages, or all within MinSpan).
 func (s Span) Rate(n int64) float64 {
-	d := float64(s.Last-s.First) / 1e9
-	if n < 2 || s.First == 0 || d <= 0 {
+	d := time.Duration(s.Last - s.First)
+	if n < 2 || s.First == 0 || d < MinSpan {
 		return math.NaN()
 	}
-	return float64(n-1) / d
+	return float64(n-1) / d.Seconds()
 }
 
-// span times messages as they come, until taken.
+// span times messages as they come, until taken: the earliest and the
+// latest time seen.
 type span struct{ first, last atomic.Int64 }
 
-func (s *span) touch(now int64) {
-	s.first.CompareAndSwap(0, now)
-	s.last.Store(now)
-}
+func (s *span) touch(at int64) { s.add(Span{First: at, Last: at}) }
 
 // add widens the span to cover o (from another process's delta).
 func (s *span) add(o Span) {
