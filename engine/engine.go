@@ -687,13 +687,16 @@ func (r *Run) progress(ctx context.Context) {
 			case role.Connects:
 				line = formatGauges(st.Gauges)
 			case !role.Receives:
-				line = fmt.Sprintf("%d sent, %.1f msg/s (%.2f MB/s), latency p99 %s (run: avg %.1f ms, max %.1f ms), %d failed",
-					st.Acked, float64(st.Acked-p.Acked)/dt, float64(st.BytesAcked-p.BytesAcked)/dt/1e6, msOrNA(w.P99, w.Samples), st.Latency.Avg, st.Latency.Max, st.Failed)
+				line = fmt.Sprintf("%d sent, %.1f msg/s (%.2f MB/s), latency p99 %s (run: avg %s, max %s), %d failed",
+					st.Acked, float64(st.Acked-p.Acked)/dt, float64(st.BytesAcked-p.BytesAcked)/dt/1e6, msOrNA(w.P99, w.Samples), msOrNA(st.Latency.Avg, 1), msOrNA(st.Latency.Max, 1), st.Failed)
 			default:
 				line = fmt.Sprintf("%d received, %.1f msg/s (%.2f MB/s), e2e p99 %s, backlog %d msgs (%s)",
 					st.Received, float64(st.Received-p.Received)/dt, float64(st.BytesReceived-p.BytesReceived)/dt/1e6, msOrNA(w.E2EP99, w.Samples), st.Backlog.Messages, units.Human(float64(st.Backlog.Bytes)))
 				if st.Lag >= 0 {
 					line += fmt.Sprintf(", broker lag %d", st.Lag)
+					if !metrics.IsNA(st.LagAge) && st.LagAge >= 0.05 {
+						line += fmt.Sprintf(" (%.1f s old)", st.LagAge)
+					}
 				}
 				if role.Relays() {
 					line += fmt.Sprintf(", %d relayed", st.Acked)
@@ -711,9 +714,9 @@ func (r *Run) progress(ctx context.Context) {
 }
 
 // msOrNA prints a latency figure of the last interval, or says there was
-// no whole-second sample to take it from yet.
+// no whole-second sample to take it from yet (or no message to time).
 func msOrNA(v float64, samples int) string {
-	if samples == 0 {
+	if samples == 0 || metrics.IsNA(v) {
 		return "n/a"
 	}
 	return fmt.Sprintf("%.1f ms", v)

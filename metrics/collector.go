@@ -272,7 +272,7 @@ func (c *Collector) sampleLocked(now time.Time, extra map[string]float64, last b
 			p.LagAt = time.Unix(0, at).Sub(c.start).Seconds()
 		}
 		p.setCounts(cur.Sub(t.prev), dt)
-		emit, replaces := true, false
+		raw, emit, joins := p, true, false
 		switch {
 		case (last || dt < 0.05) && t.phasePts > 0:
 			// The phase's remaining fraction of a second (or a sample right
@@ -280,7 +280,7 @@ func (c *Collector) sampleLocked(now time.Time, extra map[string]float64, last b
 			// a peak nor show as a second of its own.
 			prev := &t.series[len(t.series)-1]
 			prev.add(p)
-			p, replaces = *prev, true
+			p, joins = *prev, true
 		case dt <= 0 && p.counts() == (Counters{}):
 			// No time has passed and no message was counted: no point.
 			emit = false
@@ -299,7 +299,9 @@ func (c *Collector) sampleLocked(now time.Time, extra map[string]float64, last b
 			// A sample that makes no point still writes what it measured.
 			line := SeriesLine{Run: c.label, Workload: t.rec.Name, Point: Point{T: ts, Phase: c.cur.Name}, State: c.stateLocked(t, cur, iv, acks, recvs)}
 			if emit {
-				line.Point, line.Replaces = p, replaces
+				// The file keeps the interval's own point; reading it joins
+				// it to the previous one as here.
+				line.Point, line.Joins = raw, joins
 			}
 			_ = c.sink.Encode(line)
 		}

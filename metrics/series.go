@@ -32,9 +32,9 @@ type SeriesLine struct {
 	// State is the workload's figures at T. A line written by a phase
 	// change right after a sample carries a state but no point (interval 0).
 	State *SeriesState `json:"state,omitempty"`
-	// Replaces says the point is the workload's previous point with what
-	// the line measured added (a phase's last fraction of a second).
-	Replaces bool `json:"replaces,omitempty"`
+	// Joins says the line's point, a phase's last fraction of a second,
+	// joins the workload's previous point (see Point) in reports.
+	Joins bool `json:"joins,omitempty"`
 }
 
 // SeriesHeader says which run the lines that follow belong to.
@@ -262,14 +262,15 @@ func (rp *replay) line(l SeriesLine) error {
 			t.last = *l.State
 		}
 		if l.Interval > 0 || l.counts() != (Counters{}) {
-			if l.Replaces && len(t.series) > 0 {
-				t.series[len(t.series)-1] = l.Point
+			if l.Joins && len(t.series) > 0 {
+				t.series[len(t.series)-1].add(l.Point)
 			} else {
 				t.series = append(t.series, l.Point)
 			}
-			t.lastPoint = l.Point
-			t.phaseMax.see(l.Point)
-			t.runMax.see(l.Point)
+			p := t.series[len(t.series)-1]
+			t.lastPoint = p
+			t.phaseMax.see(p)
+			t.runMax.see(p)
 			if l.State != nil {
 				t.pointEnd = l.State.Counters
 			}

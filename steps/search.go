@@ -190,7 +190,7 @@ func (s *Search) trial(ctx context.Context, r plan.Runtime, rate float64, n int)
 	phases, _ := env["phases"].(map[string]map[string]metrics.Stats)
 	figs := phases[name]
 	st := figs[s.Workload]
-	if st.Rate < (1-s.Tolerance)*rate {
+	if metrics.IsNA(st.Rate) || st.Rate < (1-s.Tolerance)*rate {
 		return false, fmt.Sprintf("achieved %.0f msg/s, below %g%% of the target", st.Rate, 100*(1-s.Tolerance)), nil
 	}
 	if s.Until != nil {
