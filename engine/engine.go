@@ -90,6 +90,12 @@ type RemoteRun interface {
 	End(ctx context.Context) []results.Worker
 }
 
+// Flusher is a RemoteRun that can merge every worker's figures up to now:
+// the engine flushes before it cuts a phase.
+type Flusher interface {
+	Flush(ctx context.Context)
+}
+
 // ErrInterrupted marks a run ended by a signal.
 var ErrInterrupted = errors.New("interrupted")
 
@@ -505,6 +511,11 @@ func clock(start time.Time) string {
 
 // StartPhase closes the current metrics phase and opens name.
 func (r *Run) StartPhase(name string) {
+	if f, ok := r.remote.(Flusher); ok {
+		ctx, cancel := context.WithTimeout(r.ctx, r.engine.StopTimeout)
+		f.Flush(ctx)
+		cancel()
+	}
 	now := time.Now()
 	r.coll.StartPhase(name, now)
 	r.mu.Lock()
