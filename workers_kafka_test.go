@@ -109,7 +109,7 @@ steps:
 	for name, st := range map[string]metrics.Stats{"producer": p, "consumer": c} {
 		for i, got := range []metrics.Latency{st.Latency, st.E2E} {
 			want := metrics.Summarize(merged[name][i])
-			if got != want {
+			if got != want && (got.Count != 0 || want.Count != 0) { // none: n/a in the report
 				t.Errorf("%s histogram %d: report %+v, workers' histograms merged here %+v", name, i, got, want)
 			}
 		}

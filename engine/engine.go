@@ -635,16 +635,23 @@ func (r *Run) closeTargets() {
 	}
 }
 
-// sample feeds the collector once a second until the run ends.
+// sample feeds the collector once a second until the run ends, on a grid
+// that restarts at every phase change (see metrics.Collector.NextSample),
+// so that per-second points never straddle a phase's edge.
 func (r *Run) sample(ctx context.Context) {
-	t := time.NewTicker(time.Second)
+	t := time.NewTimer(time.Until(r.coll.NextSample()))
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case now := <-t.C:
-			r.coll.Sample(now)
+			// A phase change since the timer was set moved the next sample on.
+			sampled := r.coll.Tick(now)
+			t.Reset(time.Until(r.coll.NextSample()))
+			if !sampled {
+				continue
+			}
 			// Connection events are announced as they happen, counted per
 			// second, whatever the progress interval.
 			for _, line := range r.coll.Announcements(now) {
@@ -691,13 +698,16 @@ func (r *Run) progress(ctx context.Context) {
 			case role.Connects:
 				line = formatGauges(st.Gauges)
 			case !role.Receives:
-				line = fmt.Sprintf("%d sent, %.1f msg/s (%.2f MB/s), latency p99 %s (run: avg %.1f ms, max %.1f ms), %d failed",
-					st.Acked, float64(st.Acked-p.Acked)/dt, float64(st.BytesAcked-p.BytesAcked)/dt/1e6, msOrNA(w.P99, w.Samples), st.Latency.Avg, st.Latency.Max, st.Failed)
+				line = fmt.Sprintf("%d sent, %.1f msg/s (%.2f MB/s), latency p99 %s (run: avg %s, max %s), %d failed",
+					st.Acked, float64(st.Acked-p.Acked)/dt, float64(st.BytesAcked-p.BytesAcked)/dt/1e6, msOrNA(w.P99, w.Samples), msOrNA(st.Latency.Avg, 1), msOrNA(st.Latency.Max, 1), st.Failed)
 			default:
 				line = fmt.Sprintf("%d received, %.1f msg/s (%.2f MB/s), e2e p99 %s, backlog %d msgs (%s)",
 					st.Received, float64(st.Received-p.Received)/dt, float64(st.BytesReceived-p.BytesReceived)/dt/1e6, msOrNA(w.E2EP99, w.Samples), st.Backlog.Messages, units.Human(float64(st.Backlog.Bytes)))
 				if st.Lag >= 0 {
 					line += fmt.Sprintf(", broker lag %d", st.Lag)
+					if !metrics.IsNA(st.LagAge) && st.LagAge >= 0.05 {
+						line += fmt.Sprintf(" (%.1f s old)", st.LagAge)
+					}
 				}
 				if role.Relays() {
 					line += fmt.Sprintf(", %d relayed", st.Acked)
@@ -715,9 +725,9 @@ func (r *Run) progress(ctx context.Context) {
 }
 
 // msOrNA prints a latency figure of the last interval, or says there was
-// no whole-second sample to take it from yet.
+// no whole-second sample to take it from yet (or no message to time).
 func msOrNA(v float64, samples int) string {
-	if samples == 0 {
+	if samples == 0 || metrics.IsNA(v) {
 		return "n/a"
 	}
 	return fmt.Sprintf("%.1f ms", v)

@@ -5,7 +5,9 @@
 package expr
 
 import (
+	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"regexp"
 	"slices"
@@ -39,6 +41,56 @@ var exprFuncs = []exprlang.Option{
 	exprlang.Function("mib", func(params ...any) (any, error) {
 		return toFloat(params[0]) / (1 << 20), nil
 	}, new(func(float64) float64), new(func(int64) float64), new(func(int) float64)),
+	exprlang.Function(naCheck, func(params ...any) (any, error) {
+		x, _ := params[0].(float64)
+		if math.IsNaN(x) {
+			src, _ := params[1].(string)
+			return nil, &NAError{Figure: src}
+		}
+		return x, nil
+	}, new(func(float64, string) float64)),
+}
+
+// naCheck is the function every number compared in a condition goes
+// through (see naGuard): a figure that was not measured fails the
+// comparison instead of making it silently false.
+const naCheck = "__measured"
+
+// NAError is a comparison over a figure that was not measured.
+type NAError struct{ Figure string }
+
+func (e *NAError) Error() string {
+	return fmt.Sprintf("%s is n/a: it was not measured (no latency or per-second maximum without messages, no per-second maximum in a phase shorter than a second, no rate in one with fewer than two messages)", e.Figure)
+}
+
+// naGuard wraps both numeric sides of every comparison in naCheck.
+type naGuard struct{}
+
+func (naGuard) Visit(node *ast.Node) {
+	b, ok := (*node).(*ast.BinaryNode)
+	if !ok {
+		return
+	}
+	switch b.Operator {
+	case ">", ">=", "<", "<=", "==", "!=":
+	default:
+		return
+	}
+	for _, side := range []*ast.Node{&b.Left, &b.Right} {
+		switch n := (*side).(type) {
+		case *ast.FloatNode, *ast.IntegerNode:
+			continue
+		case *ast.CallNode:
+			if id, ok := n.Callee.(*ast.IdentifierNode); ok && id.Value == naCheck {
+				continue
+			}
+		}
+		if t := (*side).Type(); t == nil || t.Kind() != reflect.Float64 {
+			continue
+		}
+		src := (*side).String()
+		ast.Patch(side, &ast.CallNode{Callee: &ast.IdentifierNode{Value: naCheck}, Arguments: []ast.Node{*side, &ast.StringNode{Value: src}}})
+	}
 }
 
 func toFloat(v any) float64 {
@@ -124,7 +176,7 @@ func (e *Expr) decode(d *yamldecode.Decoder, n *yaml.Node, boolean bool) {
 func compile(src string, env *Scope, boolean bool) (*vm.Program, error) {
 	opts := append([]exprlang.Option{exprlang.Env(env.Template())}, exprFuncs...)
 	if boolean {
-		opts = append(opts, exprlang.AsBool())
+		opts = append(opts, exprlang.AsBool(), exprlang.Patch(naGuard{}))
 	}
 	return exprlang.Compile(src, opts...)
 }
@@ -235,6 +287,9 @@ func (e *Expr) Eval(env map[string]any) (any, error) {
 // True evaluates a condition.
 func (b *BoolExpr) True(env map[string]any) (bool, error) {
 	v, err := b.Eval(env)
+	if na := (*NAError)(nil); errors.As(err, &na) {
+		return false, fmt.Errorf("evaluating %q: %w", b.Src, na)
+	}
 	if err != nil {
 		return false, fmt.Errorf("evaluating %q: %w", b.Src, err)
 	}

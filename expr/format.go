@@ -2,6 +2,7 @@ package expr
 
 import (
 	"fmt"
+	"math"
 	"reflect"
 	"strconv"
 	"strings"
@@ -18,6 +19,9 @@ func FormatValue(src string, v any) string {
 		return x.Round(time.Millisecond).String()
 	case float64, int64, int:
 		f := toFloat(x)
+		if math.IsNaN(f) {
+			return "n/a"
+		}
 		if strings.Contains(src, "bytes") {
 			return units.Human(f)
 		}
@@ -59,6 +63,9 @@ func CheckFormat(format string, kind reflect.Kind) string {
 
 // FormatCell prints a table cell value.
 func FormatCell(format string, v any) string {
+	if f, ok := v.(float64); ok && math.IsNaN(f) {
+		return "n/a"
+	}
 	if format != "" {
 		switch v.(type) {
 		case float64, int64, int, string, bool:

@@ -41,8 +41,8 @@ func compact[P any](ps []P, merge func(a, b P) (P, bool)) []P {
 	return out
 }
 
-// mergePoints makes one point of two consecutive samples of a phase: rates
-// weighted by the time they cover, the higher p99, the later backlog, lag
+// mergePoints makes one point of two consecutive samples of a phase: counts
+// added, rates weighted by the time they cover, the higher p99, the later backlog, lag
 // and gauges.
 func mergePoints(a, b Point) (Point, bool) {
 	if a.Phase != b.Phase {
@@ -55,6 +55,8 @@ func mergePoints(a, b Point) (Point, bool) {
 	wa, wb := a.Interval/iv, b.Interval/iv
 	m := b
 	m.Interval = iv
+	m.Sent, m.Acked, m.Failed, m.Received = a.Sent+b.Sent, a.Acked+b.Acked, a.Failed+b.Failed, a.Received+b.Received
+	m.BytesAcked, m.BytesReceived = a.BytesAcked+b.BytesAcked, a.BytesReceived+b.BytesReceived
 	m.SendRate = a.SendRate*wa + b.SendRate*wb
 	m.RecvRate = a.RecvRate*wa + b.RecvRate*wb
 	m.SendMBps = a.SendMBps*wa + b.SendMBps*wb
@@ -66,21 +68,3 @@ func mergePoints(a, b Point) (Point, bool) {
 
 // mergeExtra keeps the later of two extra samples.
 func mergeExtra(_, b ExtraPoint) (ExtraPoint, bool) { return b, true }
-
-// maxOf is the highest per-second rate of a series.
-func maxOf(ps []Point, send bool) float64 {
-	m := 0.0
-	for _, p := range ps {
-		// Only samples covering a whole second count as a per-second peak:
-		// a sample taken early at a phase change would overstate it.
-		if p.Interval < 0.9 {
-			continue
-		}
-		if send {
-			m = max(m, p.SendRate)
-		} else {
-			m = max(m, p.RecvRate)
-		}
-	}
-	return m
-}

@@ -46,6 +46,7 @@ type Stats struct {
 	Duration      float64            `json:"duration_s" expr:"duration"`
 	Backlog       Backlog            `json:"backlog" expr:"backlog"`
 	Lag           int64              `json:"lag" expr:"lag"`
+	LagAge        float64            `json:"lag_age_s" expr:"lag_age"` // how old the lag was at the window's end, s
 	Gauges        map[string]float64 `json:"gauges,omitempty" expr:"gauges"`
 	// Events counts connection events; Outage sums up the time some of
 	// the workload's connections were down.
@@ -53,7 +54,11 @@ type Stats struct {
 	Outage OutageStats `json:"outage" expr:"outage"`
 }
 
-// Point is one per-second sample of a workload.
+// Point is one per-second sample of a workload. The points of a phase
+// cover it exactly, one after another from its start: each is a second
+// long, but for the last, which also takes the phase's remaining fraction
+// of a second (1 to 2 s), and the only one of a phase shorter than a
+// second. Their counts add up to the phase's.
 type Point struct {
 	T        float64            `json:"t"`          // seconds since the run started
 	Interval float64            `json:"interval_s"` // seconds the rates cover
@@ -67,6 +72,15 @@ type Point struct {
 	Backlog  Backlog            `json:"backlog"`
 	Lag      int64              `json:"lag"`
 	Gauges   map[string]float64 `json:"gauges,omitempty"`
+	// Counts of the interval, what its rates are made of, and when the
+	// lag was measured (seconds since the start).
+	Sent          int64   `json:"sent"`
+	Acked         int64   `json:"acked"`
+	Failed        int64   `json:"failed"`
+	Received      int64   `json:"received"`
+	BytesAcked    int64   `json:"bytes_acked"`
+	BytesReceived int64   `json:"bytes_received"`
+	LagAt         float64 `json:"lag_at_s,omitempty"`
 }
 
 // Phase is a named window of a run.
@@ -114,12 +128,14 @@ type track struct {
 	recvMBps   float64
 	run, phase hists
 	phaseStart Counters
-	// last are the counters at the latest sample: the cut that closes a
+	// last are the counters at the latest point: the cut that closes a
 	// phase and opens the next.
-	last     Counters
-	phaseMax [2]float64 // send, recv
-	runMax   [2]float64 // send, recv: per-second peaks over the run
-	series   []Point
+	last      Counters
+	phaseSpan [2]Span // acks, receipts of the phase
+	phasePts  int     // points of the phase in series
+	phaseMax  peaks
+	runMax    peaks
+	series    []Point
 }
 
 // Collector samples recorders every second into series, phases and run totals.
@@ -136,8 +152,11 @@ type Collector struct {
 	runExt  map[string]*Gauge
 	phExt   map[string]*Gauge
 	extraTS []ExtraPoint
-	sink    *json.Encoder
-	label   string
+	// sampledAt is when the last sample was taken (or the phase began):
+	// samples follow every second from a phase's start (see Tick).
+	sampledAt time.Time
+	sink      *json.Encoder
+	label     string
 	// header opens the sink's lines of this run (see series.go).
 	header     *SeriesHeader
 	headerDone bool
@@ -167,7 +186,7 @@ type ExtraPoint struct {
 func NewCollector(now time.Time) *Collector {
 	c := &Collector{start: now, byName: map[string]*track{}, runExt: map[string]*Gauge{}, phExt: map[string]*Gauge{}}
 	c.cur = Phase{Name: "", Start: 0}
-	c.curAt = now
+	c.curAt, c.sampledAt = now, now
 	return c
 }
 
@@ -207,57 +226,87 @@ func (c *Collector) Sample(now time.Time) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.sampleLocked(now, extra)
+	c.sampleLocked(now, extra, false)
 }
 
-func (c *Collector) sampleLocked(now time.Time, extra map[string]float64) {
+// NextSample is when the next per-second sample is due: a second after
+// the previous one, or after the current phase began. Sampling on a grid
+// that restarts at every phase makes every point of a phase a whole second
+// of it, but for its remaining fraction, which joins its last point.
+func (c *Collector) NextSample() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sampledAt.Add(time.Second)
+}
+
+// Tick takes the per-second sample if it is due at now (see NextSample)
+// and reports whether it did: a timer set before a phase change may fire
+// before the new phase's first second is over.
+func (c *Collector) Tick(now time.Time) bool {
+	if now.Before(c.NextSample()) {
+		return false
+	}
+	c.Sample(now)
+	return true
+}
+
+// sampleLocked takes a sample of every workload; at a phase's end (last)
+// what it measured joins the phase's last point.
+func (c *Collector) sampleLocked(now time.Time, extra map[string]float64, last bool) {
 	c.writeHeaderLocked()
+	c.sampledAt = now
 	ts := now.Sub(c.start).Seconds()
 	for _, t := range c.tracks {
 		// One snapshot of the recorder serves the point, the phase and the
 		// run: nothing counted falls between two reads.
 		cur, iv := t.rec.snapshot()
-		t.last = cur
+		acks, recvs := t.rec.takeSpans()
+		t.phaseSpan[0].Add(acks)
+		t.phaseSpan[1].Add(recvs)
 		dt := now.Sub(t.prevAt).Seconds()
-		interval := 0.0
-		if dt > 0.05 {
-			interval = dt
-			d := cur.Sub(t.prev)
-			t.sendRate = float64(d.Acked) / dt
-			t.recvRate = float64(d.Received) / dt
-			t.sendMBps = float64(d.BytesAcked) / dt / 1e6
-			t.recvMBps = float64(d.BytesReceived) / dt / 1e6
-			t.prev, t.prevAt = cur, now
-			// Per-second maxima only count whole seconds, so that a short
-			// flush at a phase change does not pass for a peak.
-			if dt >= 0.9 {
-				t.phaseMax[0] = max(t.phaseMax[0], t.sendRate)
-				t.phaseMax[1] = max(t.phaseMax[1], t.recvRate)
-				t.runMax[0] = max(t.runMax[0], t.sendRate)
-				t.runMax[1] = max(t.runMax[1], t.recvRate)
-			}
-		}
 		t.phase.merge(iv)
 		t.run.merge(iv)
-		p := Point{T: ts, Interval: interval, Phase: c.cur.Name, SendRate: t.sendRate, RecvRate: t.recvRate, SendMBps: t.sendMBps, RecvMBps: t.recvMBps,
-			P99: Summarize(iv.send).P99, E2EP99: Summarize(iv.e2e).P99, Backlog: t.rec.backlogValue(), Lag: t.rec.lag.Load(), Gauges: t.rec.gaugeValues()}
+		p := Point{T: ts, Phase: c.cur.Name, P99: Summarize(iv.send).P99, E2EP99: Summarize(iv.e2e).P99,
+			Backlog: t.rec.backlogValue(), Lag: t.rec.lag.Load(), Gauges: t.rec.gaugeValues()}
+		if at := t.rec.lagAt.Load(); at != 0 {
+			p.LagAt = time.Unix(0, at).Sub(c.start).Seconds()
+		}
+		p.setCounts(cur.Sub(t.prev), dt)
+		raw, emit, joins := p, true, false
+		switch {
+		case (last || dt < 0.05) && t.phasePts > 0:
+			// The phase's remaining fraction of a second (or a sample right
+			// after another) joins its last point: it must neither pass for
+			// a peak nor show as a second of its own.
+			prev := &t.series[len(t.series)-1]
+			prev.add(p)
+			p, joins = *prev, true
+		case dt <= 0 && p.counts() == (Counters{}):
+			// No time has passed and no message was counted: no point.
+			emit = false
+		default:
+			t.series = appendBounded(t.series, p)
+			t.phasePts++
+		}
+		if emit {
+			t.sendRate, t.recvRate, t.sendMBps, t.recvMBps = p.SendRate, p.RecvRate, p.SendMBps, p.RecvMBps
+			t.phaseMax.see(p)
+			t.runMax.see(p)
+			t.prev, t.prevAt = cur, now
+		}
+		t.last = t.prev
 		if c.sink != nil {
-			// A flush right after another (at a phase change) has no point
-			// of its own, but what it measured goes to the file all the same.
-			line := SeriesLine{Run: c.label, Workload: t.rec.Name, Point: Point{T: ts, Phase: c.cur.Name}, State: c.stateLocked(t, cur, iv)}
-			if interval > 0 {
-				line.Point = p
+			// A sample that makes no point still writes what it measured.
+			line := SeriesLine{Run: c.label, Workload: t.rec.Name, Point: Point{T: ts, Phase: c.cur.Name}, State: c.stateLocked(t, cur, iv, acks, recvs)}
+			if emit {
+				// The file keeps the interval's own point; reading it joins
+				// it to the previous one as here.
+				line.Point, line.Joins = raw, joins
 			}
 			_ = c.sink.Encode(line)
 		}
 		hdrPool.Put(iv.send)
 		hdrPool.Put(iv.e2e)
-		if interval == 0 {
-			// A flush right after another (at a phase change) has no rates
-			// of its own: it must not show as a second of zeros.
-			continue
-		}
-		t.series = appendBounded(t.series, p)
 	}
 	if extra != nil {
 		c.extra = extra
@@ -290,21 +339,23 @@ func addGauges(extra map[string]float64, windows ...map[string]*Gauge) {
 func (c *Collector) StartPhase(name string, now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.sampleLocked(now, nil)
+	c.sampleLocked(now, nil, true)
 	closed := c.closePhaseLocked(now, true)
 	if closed.Name != "" || hasActivity(closed) {
 		c.phases = append(c.phases, closed)
 	}
 	c.cur = Phase{Name: name, Start: now.Sub(c.start).Seconds()}
-	c.curAt = now
+	c.curAt, c.sampledAt = now, now
 	if c.sink != nil && c.headerDone {
 		_ = c.sink.Encode(SeriesLine{Run: c.label, Point: Point{T: c.cur.Start}, Begins: &name})
 	}
 	for _, t := range c.tracks {
 		t.rec.setPhase(name)
 		t.phase = newHists()
+		// The phase begins where the last point ended, so that its
+		// points add up to it.
 		t.phaseStart = t.last
-		t.phaseMax = [2]float64{}
+		t.phaseSpan, t.phasePts, t.phaseMax = [2]Span{}, 0, peaks{}
 	}
 	c.phExt = map[string]*Gauge{}
 }
@@ -319,7 +370,7 @@ func hasActivity(p Phase) bool {
 }
 
 // closePhaseLocked returns the current phase's stats as of now: as of the
-// latest sample when atCut, else with the counters read now (a live view).
+// latest point when atCut, else with the counters read now (a live view).
 func (c *Collector) closePhaseLocked(now time.Time, atCut bool) Phase {
 	p := c.cur
 	p.End = now.Sub(c.start).Seconds()
@@ -327,13 +378,20 @@ func (c *Collector) closePhaseLocked(now time.Time, atCut bool) Phase {
 	dur := now.Sub(c.curAt).Seconds()
 	for _, t := range c.tracks {
 		cur := t.last
+		spans := t.phaseSpan
 		if !atCut {
 			cur = t.rec.Counters()
+			spans[0].Add(t.rec.ackSpan.peek())
+			spans[1].Add(t.rec.recvSpan.peek())
 		}
 		d := cur.Sub(t.phaseStart)
-		s := c.statsLocked(t, d, t.phase)
-		s.setRates(d, dur)
-		s.MaxSendRate, s.MaxRecvRate = t.phaseMax[0], t.phaseMax[1]
+		s := c.statsLocked(t, d, t.phase, now)
+		s.windowRates(d, dur, spans)
+		t.phaseMax.set(&s)
+		if dur < 1 {
+			// A phase shorter than a second has no per-second maximum.
+			s.MaxSendRate, s.MaxRecvRate = NA, NA
+		}
 		s.FillRate(t.rec.Role)
 		s.Outage = outageStats(t.rec.outageList(c.start, now), p.Start, p.End)
 		p.Workloads[t.rec.Name] = s
@@ -353,18 +411,23 @@ func gaugeCopy(m map[string]*Gauge) map[string]Gauge {
 	return out
 }
 
-// statsLocked fills the fields common to live and phase stats.
-func (c *Collector) statsLocked(t *track, d Counters, h hists) Stats {
+// statsLocked fills the fields common to live and phase stats, for a
+// window that ends at end.
+func (c *Collector) statsLocked(t *track, d Counters, h hists, end time.Time) Stats {
 	r := t.rec
 	s := Stats{
 		Running: r.running.Load(), Sent: d.Sent, Acked: d.Acked, Failed: d.Failed,
 		Received: d.Received, Distinct: d.Distinct, Untracked: d.Untracked, BytesAcked: d.BytesAcked, BytesReceived: d.BytesReceived,
 		Duplicates: d.Duplicates, Reordered: d.Reordered,
-		Latency: Summarize(h.send), E2E: Summarize(h.e2e),
+		Latency: Summarize(h.send).orNA(d.Acked), E2E: Summarize(h.e2e).orNA(d.Received - d.Untracked),
 		LastLatency: float64(r.lastLatency.Load()) / 1e6,
 		Backlog:     r.backlogValue(), Lag: r.lag.Load(), Lost: r.lostValue(), Gauges: r.gaugeValues(),
 		Events: EventStats{Disconnects: d.Disconnects, Reconnects: d.Reconnects, SendErrors: d.SendErrors,
 			ReceiveErrors: d.ReceiveErrors, Rebalances: d.Rebalances},
+	}
+	s.LagAge = NA
+	if at := r.lagAt.Load(); at != 0 {
+		s.LagAge = max(0, end.Sub(time.Unix(0, at)).Seconds())
 	}
 	if f := r.firstNanos.Load(); f != 0 {
 		s.FirstAt = time.Unix(0, f).Sub(c.start).Seconds()
@@ -431,9 +494,9 @@ func (c *Collector) snapshotLocked(now time.Time, withSeries, atCut bool) Snapsh
 		if !atCut {
 			cur = t.rec.Counters()
 		}
-		st := c.statsLocked(t, cur, t.run)
+		st := c.statsLocked(t, cur, t.run, now)
 		st.SendRate, st.RecvRate, st.SendMBps, st.RecvMBps = t.sendRate, t.recvRate, t.sendMBps, t.recvMBps
-		st.MaxSendRate, st.MaxRecvRate = t.runMax[0], t.runMax[1]
+		t.runMax.set(&st)
 		st.FillRate(t.rec.Role)
 		outs := t.rec.outageList(c.start, now)
 		st.Outage = outageStats(outs, 0, s.Elapsed)

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -46,7 +47,11 @@ type Recorder struct {
 	gauges                    atomic.Pointer[func() map[string]float64]
 	backlog                   atomic.Pointer[func() Backlog]
 	lag                       atomic.Int64 // broker-reported lag, -1 unknown
-	lost                      atomic.Pointer[func() int64]
+	lagAt                     atomic.Int64 // unix nanos the lag was measured
+	// ackSpan and recvSpan time the acks and receipts since they were
+	// last taken (takeSpans): a short phase's rates run over them.
+	ackSpan, recvSpan span
+	lost              atomic.Pointer[func() int64]
 
 	// Connection events: counts, the latest outage's bounds (unix nanos,
 	// outEnd 0 while it lasts) and acked sends intended during outages.
@@ -70,8 +75,14 @@ func (r *Recorder) SetBacklog(f func() Backlog) { r.backlog.Store(&f) }
 // SetLost installs how many acked messages this consumer's group has not received.
 func (r *Recorder) SetLost(f func() int64) { r.lost.Store(&f) }
 
-// SetLag stores the broker-reported lag (-1 when unknown).
-func (r *Recorder) SetLag(n int64) { r.lag.Store(n) }
+// SetLag stores the broker-reported lag (-1 when unknown), measured now.
+func (r *Recorder) SetLag(n int64) { r.SetLagAt(n, time.Now()) }
+
+// SetLagAt stores the broker-reported lag as measured at a given time.
+func (r *Recorder) SetLagAt(n int64, at time.Time) {
+	r.lag.Store(n)
+	r.lagAt.Store(at.UnixNano())
+}
 
 func (r *Recorder) backlogValue() Backlog {
 	if f := r.backlog.Load(); f != nil {
@@ -102,6 +113,9 @@ func (r *Recorder) Acked(bytes int, latency time.Duration, now time.Time) {
 	r.acked.Add(1)
 	r.bytesAcked.Add(int64(bytes))
 	r.SendLatency.Record(latency)
+	// A short phase's send rate is the rate its acked messages were meant
+	// to be sent at: acks may come back in one batch.
+	r.ackSpan.touch(now.UnixNano() - int64(latency))
 	if r.outStart.Load() != 0 && r.inOutage(now.UnixNano()-int64(latency)) {
 		r.outDelayed.Add(1)
 	}
@@ -146,6 +160,7 @@ func (r *Recorder) Receipt(bytes int, e2e time.Duration, now time.Time, dup, reo
 		r.EndToEnd.Record(e2e)
 		r.lastLatency.Store(int64(e2e))
 	}
+	r.recvSpan.touch(now.UnixNano())
 	r.cut.RUnlock()
 	r.touch(now.UnixNano())
 }
@@ -171,6 +186,95 @@ func (r *Recorder) SetGauges(f func() map[string]float64) {
 	}
 	r.gauges.Store(&f)
 }
+
+// Span is when the first and the last of some messages came, in unix
+// nanos (0: none).
+type Span struct {
+	First int64 `json:"first,omitempty"`
+	Last  int64 `json:"last,omitempty"`
+}
+
+// Add widens s to cover o.
+func (s *Span) Add(o Span) {
+	if o.First == 0 {
+		return
+	}
+	if s.First == 0 || o.First < s.First {
+		s.First = o.First
+	}
+	s.Last = max(s.Last, o.Last, o.First)
+}
+
+// Shift moves the span's times by -offset (to another process's clock).
+func (s Span) Shift(offset int64) Span {
+	if s.First == 0 {
+		return s
+	}
+	return Span{First: s.First - offset, Last: s.Last - offset}
+}
+
+// MinSpan is the shortest span a rate is told from: messages that all
+// came within it came in one burst (a batch of acks or of records), whose
+// rate says nothing.
+const MinSpan = 10 * time.Millisecond
+
+// Rate is n messages over the span, counted from the first to the last:
+// (n - 1) gaps over the time between them; NaN when that is not known
+// (fewer than two messages, or all within MinSpan).
+func (s Span) Rate(n int64) float64 {
+	d := time.Duration(s.Last - s.First)
+	if n < 2 || s.First == 0 || d < MinSpan {
+		return math.NaN()
+	}
+	return float64(n-1) / d.Seconds()
+}
+
+// span times messages as they come, until taken: the earliest and the
+// latest time seen.
+type span struct{ first, last atomic.Int64 }
+
+func (s *span) touch(at int64) { s.add(Span{First: at, Last: at}) }
+
+// add widens the span to cover o (from another process's delta).
+func (s *span) add(o Span) {
+	if o.First == 0 {
+		return
+	}
+	for {
+		cur := s.first.Load()
+		if (cur != 0 && cur <= o.First) || s.first.CompareAndSwap(cur, o.First) {
+			break
+		}
+	}
+	for {
+		cur := s.last.Load()
+		if cur >= o.Last || s.last.CompareAndSwap(cur, o.Last) {
+			break
+		}
+	}
+}
+
+// take returns the span so far and starts a new one.
+func (s *span) take() Span {
+	out := Span{First: s.first.Swap(0), Last: s.last.Swap(0)}
+	if out.First != 0 && out.Last < out.First {
+		// A message came between the two swaps: its time opens the next span.
+		out.Last = out.First
+	}
+	return out
+}
+
+// peek returns the span so far.
+func (s *span) peek() Span {
+	out := Span{First: s.first.Load(), Last: s.last.Load()}
+	if out.First != 0 && out.Last < out.First {
+		out.Last = out.First
+	}
+	return out
+}
+
+// takeSpans returns the spans of acks and receipts since the previous call.
+func (r *Recorder) takeSpans() (acks, recvs Span) { return r.ackSpan.take(), r.recvSpan.take() }
 
 // Counters is a plain copy of a recorder's counters at one instant.
 type Counters struct {

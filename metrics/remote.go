@@ -19,6 +19,8 @@ type Delta struct {
 	// recorder timed (0: none yet), on the clock of the process that took
 	// the delta.
 	First, Last int64
+	// AckSpan and RecvSpan time the acks and receipts of this delta.
+	AckSpan, RecvSpan Span `json:",omitempty"`
 	// LastLatency is the end-to-end latency of the last received message,
 	// in nanoseconds.
 	LastLatency int64
@@ -36,6 +38,7 @@ func (r *Recorder) TakeDelta(prev *Counters) (Delta, error) {
 	defer hdrPool.Put(h.e2e)
 	d := Delta{Counters: cur.Sub(*prev), First: r.firstNanos.Load(), Last: r.lastNanos.Load(), LastLatency: r.lastLatency.Load(), Events: r.takeEvents()}
 	*prev = cur
+	d.AckSpan, d.RecvSpan = r.takeSpans()
 	var err error
 	if d.Send, err = encodeDelta(h.send); err != nil {
 		return d, err
@@ -79,6 +82,8 @@ func (r *Recorder) ApplyDelta(d Delta, offset int64) error {
 		e.At -= offset
 		r.Event(e)
 	}
+	r.ackSpan.add(d.AckSpan.Shift(offset))
+	r.recvSpan.add(d.RecvSpan.Shift(offset))
 	if d.First != 0 {
 		first := d.First - offset
 		for {

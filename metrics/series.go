@@ -32,6 +32,9 @@ type SeriesLine struct {
 	// State is the workload's figures at T. A line written by a phase
 	// change right after a sample carries a state but no point (interval 0).
 	State *SeriesState `json:"state,omitempty"`
+	// Joins says the line's point, a phase's last fraction of a second,
+	// joins the workload's previous point (see Point) in reports.
+	Joins bool `json:"joins,omitempty"`
 }
 
 // SeriesHeader says which run the lines that follow belong to.
@@ -62,6 +65,10 @@ type SeriesState struct {
 	E2E  string `json:"e2e_hist,omitempty"`
 	// Events are the connection events recorded since the previous line.
 	Events []ConnEvent `json:"events,omitempty"`
+	// AckSpan and RecvSpan time the acks and receipts since the previous
+	// line (unix nanos): a short phase's rates run over them.
+	AckSpan  *Span `json:"ack_span,omitempty"`
+	RecvSpan *Span `json:"recv_span,omitempty"`
 }
 
 // SetSeriesHeader gives the header the sink's first line carries; the
@@ -101,11 +108,17 @@ func encodeHist(h *hdr.Histogram) string {
 }
 
 // stateLocked is what a workload's line carries besides its point.
-func (c *Collector) stateLocked(t *track, cur Counters, iv hists) *SeriesState {
+func (c *Collector) stateLocked(t *track, cur Counters, iv hists, acks, recvs Span) *SeriesState {
 	r := t.rec
 	s := &SeriesState{Counters: cur, Running: r.running.Load(), Lost: r.lostValue(),
 		LastLatency: float64(r.lastLatency.Load()) / 1e6, Send: encodeHist(iv.send), E2E: encodeHist(iv.e2e),
 		Events: r.takeFileEvents()}
+	if acks.First != 0 {
+		s.AckSpan = &acks
+	}
+	if recvs.First != 0 {
+		s.RecvSpan = &recvs
+	}
 	if f := r.firstNanos.Load(); f != 0 {
 		s.FirstAt = time.Unix(0, f).Sub(c.start).Seconds()
 		s.LastAt = time.Unix(0, r.lastNanos.Load()).Sub(c.start).Seconds()
@@ -136,12 +149,17 @@ type replay struct {
 }
 
 type replayTrack struct {
-	name       string
-	role       Role
-	last       SeriesState
+	name string
+	role Role
+	last SeriesState
+	// pointEnd are the counters where the last point ended: where the
+	// next phase begins.
+	pointEnd   Counters
 	lastPoint  Point
 	phaseStart Counters
-	phaseMax   [2]float64
+	phaseMax   peaks
+	runMax     peaks
+	spans      [2]Span // acks, receipts of the phase
 	run, phase hists
 	series     []Point
 	// rec replays the connection events, which make up the outages.
@@ -213,9 +231,9 @@ func (rp *replay) line(l SeriesLine) error {
 		rp.curOpen = true
 		for _, t := range rp.works {
 			t.rec.setPhase(*l.Begins)
-			t.phaseStart = t.last.Counters
+			t.phaseStart = t.pointEnd
 			t.phase = newHists()
-			t.phaseMax = [2]float64{}
+			t.phaseMax, t.spans = peaks{}, [2]Span{}
 		}
 		rp.extraPh = map[string]*Gauge{}
 	case l.Workload != "":
@@ -235,14 +253,26 @@ func (rp *replay) line(l SeriesLine) error {
 			t.run.merge(iv)
 			t.phase.merge(iv)
 			t.events(l.State)
+			if l.State.AckSpan != nil {
+				t.spans[0].Add(*l.State.AckSpan)
+			}
+			if l.State.RecvSpan != nil {
+				t.spans[1].Add(*l.State.RecvSpan)
+			}
 			t.last = *l.State
 		}
-		if l.Interval > 0 {
-			t.series = append(t.series, l.Point)
-			t.lastPoint = l.Point
-			if l.Interval >= 0.9 {
-				t.phaseMax[0] = max(t.phaseMax[0], l.SendRate)
-				t.phaseMax[1] = max(t.phaseMax[1], l.RecvRate)
+		if l.Interval > 0 || l.counts() != (Counters{}) {
+			if l.Joins && len(t.series) > 0 {
+				t.series[len(t.series)-1].add(l.Point)
+			} else {
+				t.series = append(t.series, l.Point)
+			}
+			p := t.series[len(t.series)-1]
+			t.lastPoint = p
+			t.phaseMax.see(p)
+			t.runMax.see(p)
+			if l.State != nil {
+				t.pointEnd = l.State.Counters
 			}
 		}
 	case l.Extra != nil:
@@ -275,19 +305,23 @@ func (rp *replay) outages(t *replayTrack, end float64) []Outage {
 	return t.rec.outageList(start, start.Add(time.Duration(end*float64(time.Second))))
 }
 
-// stats are a track's figures over counters d with histograms h, as the
-// collector's statsLocked makes them.
-func (t *replayTrack) stats(d Counters, h hists) Stats {
+// stats are a track's figures over counters d with histograms h in a
+// window that ends at end, as the collector's statsLocked makes them.
+func (t *replayTrack) stats(d Counters, h hists, end float64) Stats {
 	p := t.lastPoint
 	s := Stats{Running: t.last.Running, Sent: d.Sent, Acked: d.Acked, Failed: d.Failed,
 		Received: d.Received, Distinct: d.Distinct, Untracked: d.Untracked, BytesAcked: d.BytesAcked, BytesReceived: d.BytesReceived,
-		Duplicates: d.Duplicates, Reordered: d.Reordered, Latency: Summarize(h.send), E2E: Summarize(h.e2e),
+		Duplicates: d.Duplicates, Reordered: d.Reordered, Latency: Summarize(h.send).orNA(d.Acked), E2E: Summarize(h.e2e).orNA(d.Received - d.Untracked),
 		LastLatency: t.last.LastLatency, Backlog: p.Backlog, Lag: p.Lag, Lost: t.last.Lost, Gauges: p.Gauges,
 		FirstAt: t.last.FirstAt, LastAt: t.last.LastAt,
 		Events: EventStats{Disconnects: d.Disconnects, Reconnects: d.Reconnects, SendErrors: d.SendErrors,
 			ReceiveErrors: d.ReceiveErrors, Rebalances: d.Rebalances}}
 	if s.FirstAt != 0 || s.LastAt != 0 {
 		s.Duration = s.LastAt - s.FirstAt
+	}
+	s.LagAge = NA
+	if p.LagAt != 0 {
+		s.LagAge = max(0, end-p.LagAt)
 	}
 	return s
 }
@@ -301,10 +335,13 @@ func (rp *replay) closePhase(end float64) {
 	p.Workloads = map[string]Stats{}
 	dur := p.End - p.Start
 	for name, t := range rp.works {
-		d := t.last.Counters.Sub(t.phaseStart)
-		s := t.stats(d, t.phase)
-		s.setRates(d, dur)
-		s.MaxSendRate, s.MaxRecvRate = t.phaseMax[0], t.phaseMax[1]
+		d := t.pointEnd.Sub(t.phaseStart)
+		s := t.stats(d, t.phase, end)
+		s.windowRates(d, dur, t.spans)
+		t.phaseMax.set(&s)
+		if dur < 1 {
+			s.MaxSendRate, s.MaxRecvRate = NA, NA
+		}
 		s.FillRate(t.role)
 		s.Outage = outageStats(rp.outages(t, end), p.Start, p.End)
 		p.Workloads[name] = s
@@ -326,8 +363,8 @@ func (rp *replay) finish() SeriesRun {
 	s.Order = rp.run.Header.Order
 	for _, name := range rp.run.Header.Order {
 		t := rp.works[name]
-		st := t.stats(t.last.Counters, t.run)
-		st.MaxSendRate, st.MaxRecvRate = maxOf(t.series, true), maxOf(t.series, false)
+		st := t.stats(t.last.Counters, t.run, rp.run.Ended)
+		t.runMax.set(&st)
 		outs := rp.outages(t, rp.run.Ended)
 		st.Outage = outageStats(outs, 0, rp.run.Ended)
 		s.Workloads[name] = st

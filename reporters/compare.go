@@ -221,7 +221,7 @@ func present(f figure, ok bool) string {
 // changeOf is b's change from a in percent; from 0 there is no percentage.
 func changeOf(a, b float64, both bool) string {
 	switch {
-	case !both:
+	case !both || math.IsNaN(a) || math.IsNaN(b):
 		return ""
 	case a == b:
 		return "0.0%"

@@ -23,7 +23,8 @@ type CSV struct{}
 // seriesColumns are base.csv's fixed columns; workload gauges follow as
 // gauge.<name>.
 var seriesColumns = []string{"run", "label", "t", "phase", "workload", "kind", "send_rate", "recv_rate", "send_mbps", "recv_mbps",
-	"p99_ms", "e2e_p99_ms", "backlog_messages", "backlog_bytes", "lag"}
+	"p99_ms", "e2e_p99_ms", "backlog_messages", "backlog_bytes", "lag",
+	"interval_s", "sent", "acked", "failed", "received", "bytes_acked", "bytes_received"}
 
 // Write writes base.csv and, with collected figures, base-extra.csv; it
 // returns base.csv's path.
@@ -103,7 +104,8 @@ func seriesRows(res *results.Result) [][]string {
 				}
 				row := []string{runNumber(i), run.Label, F(p.T, 3), p.Phase, n, run.Kinds[n],
 					F(p.SendRate, 2), F(p.RecvRate, 2), F(p.SendMBps, 4), F(p.RecvMBps, 4),
-					F(p.P99, 3), F(p.E2EP99, 3), I(p.Backlog.Messages), I(p.Backlog.Bytes), lag}
+					F(p.P99, 3), F(p.E2EP99, 3), I(p.Backlog.Messages), I(p.Backlog.Bytes), lag,
+					F(p.Interval, 3), I(p.Sent), I(p.Acked), I(p.Failed), I(p.Received), I(p.BytesAcked), I(p.BytesReceived)}
 				for _, g := range gaugeNames {
 					v, ok := p.Gauges[g]
 					row = append(row, cell(v, ok))

@@ -70,9 +70,11 @@ func syntheticRun(label string, scale float64) results.Run {
 		if s != 6 {
 			p99 = 2 * float64(s) * scale // second 6 has no messages: a gap
 		}
-		series["producer"] = append(series["producer"], metrics.Point{T: t, Phase: phase, SendRate: rate, SendMBps: rate / 1000, P99: p99, Lag: -1})
-		series["consumer"] = append(series["consumer"], metrics.Point{T: t, Phase: phase, RecvRate: rate * 0.9, RecvMBps: rate * 0.9 / 1000, E2EP99: p99 * 3,
-			Backlog: metrics.Backlog{Messages: int64(10 * s), Bytes: int64(10000 * s)}, Lag: int64(s), Gauges: map[string]float64{"partitions": 3}})
+		series["producer"] = append(series["producer"], metrics.Point{T: t, Interval: 1, Phase: phase, SendRate: rate, SendMBps: rate / 1000, P99: p99, Lag: -1,
+			Sent: int64(rate) + 1, Acked: int64(rate), Failed: 1, BytesAcked: int64(rate * 1000)})
+		series["consumer"] = append(series["consumer"], metrics.Point{T: t, Interval: 1, Phase: phase, RecvRate: rate * 0.9, RecvMBps: rate * 0.9 / 1000, E2EP99: p99 * 3,
+			Backlog: metrics.Backlog{Messages: int64(10 * s), Bytes: int64(10000 * s)}, Lag: int64(s), Gauges: map[string]float64{"partitions": 3},
+			Received: int64(rate * 0.9), BytesReceived: int64(rate * 900)})
 		series["mirror"] = append(series["mirror"], metrics.Point{T: t, Phase: phase, SendRate: rate / 2, RecvRate: rate / 2, P99: p99 / 2, E2EP99: p99, Lag: -1})
 		extra = append(extra, metrics.ExtraPoint{T: t, Values: map[string]float64{"host.cpu": 10 * float64(s) * scale, "broker.bytes_in": 1.5e6 * scale}})
 	}
@@ -86,10 +88,26 @@ func syntheticRun(label string, scale float64) results.Run {
 			Extra: map[string]metrics.Gauge{"host.cpu": {Avg: 20 * k * scale, Max: 40 * k * scale}, "broker.bytes_in": {Avg: 1.5 * scale, Max: 1.5 * scale}},
 		}
 	}
+	na := metrics.NA
+	naLat := metrics.Latency{Avg: na, Min: na, P50: na, P90: na, P95: na, P99: na, P999: na, Max: na}
+	// A backlog phase in which the consumer, stopped, received nothing (no
+	// latency, no per-second maximum; a lag measured 3.2 s before its end),
+	// and a drain shorter than a second (no per-second maximum; its rate
+	// from its first to its last message).
+	backlog := metrics.Phase{Name: "backlog", Start: 10.5, End: 12.5, Workloads: map[string]metrics.Stats{
+		"producer": {Acked: 2000, Rate: 1000, SendRate: 1000, MaxRate: 1100, MaxSendRate: 1100, SendMBps: 1, Latency: lat(6), Lag: -1, LagAge: na},
+		"consumer": {Rate: 0, MaxRate: na, MaxRecvRate: na, E2E: naLat, Lag: 154204, LagAge: 3.2, Backlog: metrics.Backlog{Messages: 2000, Bytes: 2e6}},
+		"mirror":   {Rate: 0, MaxRate: na, MaxSendRate: na, MaxRecvRate: na, Latency: naLat, E2E: naLat, Lag: -1, LagAge: na},
+	}}
+	drain := metrics.Phase{Name: "drain", Start: 12.5, End: 12.9, Workloads: map[string]metrics.Stats{
+		"producer": {Acked: 61, Rate: 600, SendRate: 600, MaxRate: na, MaxSendRate: na, SendMBps: 0.6, Latency: lat(3), Lag: -1, LagAge: na},
+		"consumer": {Received: 1, Rate: na, RecvRate: na, MaxRate: na, MaxRecvRate: na, RecvMBps: na, E2E: lat(9), Lag: 2061, LagAge: 0.3},
+		"mirror":   {Rate: na, SendRate: na, RecvRate: na, MaxRate: na, MaxSendRate: na, MaxRecvRate: na, Latency: naLat, E2E: naLat, Lag: -1, LagAge: na},
+	}}
 	run.Metrics = metrics.Snapshot{
-		Elapsed: 10.5,
+		Elapsed: 12.9,
 		Order:   []string{"producer", "consumer", "mirror"},
-		Phases:  []metrics.Phase{phase("warm", 0, 4.001, 1), phase("steady", 4.001, 10.5, 2)},
+		Phases:  []metrics.Phase{phase("warm", 0, 4.001, 1), phase("steady", 4.001, 10.5, 2), backlog, drain},
 		Workloads: map[string]metrics.Stats{
 			"producer": {Acked: int64(3000 * scale), Rate: 285 * scale, SendMBps: 0.285 * scale, Latency: lat(8)},
 			"consumer": {Received: int64(2700 * scale), Rate: 257 * scale, RecvMBps: 0.257 * scale, E2E: lat(25)},
@@ -280,7 +298,7 @@ func TestCompare(t *testing.T) {
 	a := syntheticResult([]string{"size=1KB", "size=10KB"}, 1)
 	b := syntheticResult([]string{"size=1KB", "size=100KB"}, 1.25)
 	// A phase only in B.
-	b.Runs[0].Metrics.Phases = append(b.Runs[0].Metrics.Phases, metrics.Phase{Name: "drain", Start: 10.5, End: 12})
+	b.Runs[0].Metrics.Phases = append(b.Runs[0].Metrics.Phases, metrics.Phase{Name: "cool-down", Start: 12.9, End: 14})
 	b.Runs[0].Status = results.AssertFail
 	var out bytes.Buffer
 	Compare(&out, a, b)
@@ -291,7 +309,7 @@ func TestCompare(t *testing.T) {
 		"| warm | producer | msg/s | 250.00 | 312.50 | +25.0% |",
 		"| steady | producer | failed | 2 | 2 | 0.0% |",
 		"| warm | host.cpu | 20.00 | 25.00 | +25.0% |",
-		"- phase drain is only in B",
+		"- phase cool-down is only in B",
 		"- run size=10KB is only in A",
 		"- run size=100KB is only in B",
 	} {

@@ -214,7 +214,13 @@ func orDefault(s, d string) string {
 }
 
 // F formats a float with d decimals.
-func F(v float64, d int) string { return strconv.FormatFloat(v, 'f', d, 64) }
+// A figure that was not measured (metrics.NA) prints n/a.
+func F(v float64, d int) string {
+	if metrics.IsNA(v) {
+		return "n/a"
+	}
+	return strconv.FormatFloat(v, 'f', d, 64)
+}
 
 // I formats an integer.
 func I(v int64) string { return strconv.FormatInt(v, 10) }
@@ -274,14 +280,26 @@ func ConsumeTable(run *results.Run) ([]string, [][]string) {
 			s := ph.Workloads[n]
 			row := []string{phaseName(ph.Name), n, F(ph.Duration(), 1), I(s.Received), I(s.Distinct), F(s.RecvRate, 1), F(s.MaxRecvRate, 0), F(s.RecvMBps, 2)}
 			row = append(row, lat(s.E2E)...)
-			lag := "n/a"
-			if s.Lag >= 0 {
-				lag = I(s.Lag)
-			}
+			lag := lagCell(s, ph.Duration())
 			rows = append(rows, append(row, I(s.Backlog.Messages), F(float64(s.Backlog.Bytes)/1e6, 2), lag, I(s.Duplicates), I(s.Reordered)))
 		}
 	}
 	return header, rows
+}
+
+// lagCell is the broker's lag at a phase's end with how old it was then:
+// the broker is asked every lag_interval and consumers commit behind what
+// they read. A lag measured before the phase began says so.
+func lagCell(s metrics.Stats, phaseLen float64) string {
+	switch {
+	case s.Lag < 0:
+		return "n/a"
+	case metrics.IsNA(s.LagAge) || s.LagAge < 0.05:
+		return I(s.Lag)
+	case s.LagAge > phaseLen:
+		return fmt.Sprintf("%s (%s s old, from before the phase)", I(s.Lag), F(s.LagAge, 1))
+	}
+	return fmt.Sprintf("%s (%s s old)", I(s.Lag), F(s.LagAge, 1))
 }
 
 // ExtraTable is a row per collected figure, a column per phase.

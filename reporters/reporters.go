@@ -58,14 +58,14 @@ func Names() []string {
 	return names
 }
 
-// Table renders a markdown table with tablewriter: numbers right-aligned,
-// text left-aligned, so columns of figures line up as in the vendors' tables.
+// Table renders a markdown table with tablewriter: numbers right-aligned
+// (n/a, a figure not measured, among them), text left-aligned, so columns of figures line up as in the vendors' tables.
 func Table(w io.Writer, header []string, rows [][]string) {
 	aligns := make([]tw.Align, len(header))
 	for c := range header {
 		aligns[c] = tw.AlignRight
 		for _, r := range rows {
-			if c < len(r) && r[c] != "" && !numeric(r[c]) {
+			if c < len(r) && r[c] != "" && r[c] != "n/a" && !numeric(r[c]) {
 				aligns[c] = tw.AlignLeft
 				break
 			}

@@ -10,8 +10,10 @@ import (
 
 // FormatVersion is the version of the result format this planrun writes.
 // Results saved before the format had a version read as version 1.
-// Version 2 adds the distinct count and phases that partition the run.
-const FormatVersion = 2
+// Version 2 adds the distinct count and phases that partition the run;
+// version 3 figures not measured (null), per-second points with counts
+// that add up to their phase, and the broker lag's age.
+const FormatVersion = 3
 
 // Check is one invariant a reader of a result relies on: a named, small
 // function over one run that returns a sentence per violation, naming the

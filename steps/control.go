@@ -2,6 +2,7 @@ package steps
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -104,13 +105,18 @@ func (w *Wait) Run(ctx context.Context, r plan.Runtime) error {
 		changed := r.Changed()
 		env := r.Env()
 		ok, err := w.Until.True(env)
-		if err != nil {
+		var na *expr.NAError
+		if err != nil && !errors.As(err, &na) {
 			return err
 		}
 		if ok {
 			return nil
 		}
+		// A figure not measured yet (no messages so far) does not hold yet.
 		progress := w.Until.Progress(env)
+		if na != nil {
+			progress = strings.TrimPrefix(strings.Join([]string{progress, na.Error()}, "; "), "; ")
+		}
 		r.SetStatus(progress)
 		if w.Timeout > 0 && time.Since(start) >= w.Timeout {
 			if w.OnTimeout == "continue" {

@@ -2,6 +2,7 @@ package steps
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -189,7 +190,7 @@ func (s *Search) trial(ctx context.Context, r plan.Runtime, rate float64, n int)
 	phases, _ := env["phases"].(map[string]map[string]metrics.Stats)
 	figs := phases[name]
 	st := figs[s.Workload]
-	if st.Rate < (1-s.Tolerance)*rate {
+	if metrics.IsNA(st.Rate) || st.Rate < (1-s.Tolerance)*rate {
 		return false, fmt.Sprintf("achieved %.0f msg/s, below %g%% of the target", st.Rate, 100*(1-s.Tolerance)), nil
 	}
 	if s.Until != nil {
@@ -201,6 +202,11 @@ func (s *Search) trial(ctx context.Context, r plan.Runtime, rate float64, n int)
 			trialEnv[wname] = wst
 		}
 		ok, err := s.Until.True(trialEnv)
+		if na := (*expr.NAError)(nil); errors.As(err, &na) {
+			// A trial in which a figure of the condition was not measured
+			// did not pass.
+			return false, na.Error(), nil
+		}
 		if err != nil {
 			return false, "", fmt.Errorf("search: %w", err)
 		}
