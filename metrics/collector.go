@@ -31,6 +31,7 @@ type Stats struct {
 	Duplicates    int64              `json:"duplicates" expr:"duplicates"`
 	Reordered     int64              `json:"reordered" expr:"reordered"`
 	Lost          int64              `json:"lost" expr:"lost"`
+	InFlight      int64              `json:"in_flight" expr:"in_flight"`
 	Rate          float64            `json:"rate" expr:"rate"`
 	SendRate      float64            `json:"send_rate" expr:"send_rate"`
 	RecvRate      float64            `json:"recv_rate" expr:"recv_rate"`
@@ -355,6 +356,7 @@ func (c *Collector) statsLocked(t *track, d Counters, h hists) Stats {
 		Events: EventStats{Disconnects: d.Disconnects, Reconnects: d.Reconnects, SendErrors: d.SendErrors,
 			ReceiveErrors: d.ReceiveErrors, Rebalances: d.Rebalances},
 	}
+	s.InFlight = max(0, s.Backlog.Messages-s.Lost)
 	if f := r.firstNanos.Load(); f != 0 {
 		s.FirstAt = time.Unix(0, f).Sub(c.start).Seconds()
 		s.LastAt = time.Unix(0, r.lastNanos.Load()).Sub(c.start).Seconds()

@@ -218,6 +218,14 @@ func (r *Recorder) inOutage(intended int64) bool {
 	return e == 0 || intended <= e
 }
 
+// InOutage reports whether an outage of the workload goes on: some of its
+// connections are down.
+func (r *Recorder) InOutage() bool {
+	r.events.mu.Lock()
+	defer r.events.mu.Unlock()
+	return r.events.current() != nil
+}
+
 // eventCounts lists the per-second event counts, oldest first, with times
 // relative to start.
 func (r *Recorder) eventCounts(start time.Time) []EventCount {

@@ -75,6 +75,10 @@ func (r *Recorder) backlogValue() Backlog {
 	return Backlog{}
 }
 
+// Pending is the backlog as the accounting counts it now (zero for a
+// workload without one).
+func (r *Recorder) Pending() Backlog { return r.backlogValue() }
+
 func (r *Recorder) lostValue() int64 {
 	if f := r.lost.Load(); f != nil {
 		return (*f)()

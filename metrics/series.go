@@ -286,6 +286,7 @@ func (t *replayTrack) stats(d Counters, h hists) Stats {
 		FirstAt: t.last.FirstAt, LastAt: t.last.LastAt,
 		Events: EventStats{Disconnects: d.Disconnects, Reconnects: d.Reconnects, SendErrors: d.SendErrors,
 			ReceiveErrors: d.ReceiveErrors, Rebalances: d.Rebalances}}
+	s.InFlight = max(0, s.Backlog.Messages-s.Lost)
 	if s.FirstAt != 0 || s.LastAt != 0 {
 		s.Duration = s.LastAt - s.FirstAt
 	}

@@ -254,7 +254,7 @@ func ProduceTable(run *results.Run) ([]string, [][]string) {
 // ConsumeTable is a row per phase and receiving workload.
 func ConsumeTable(run *results.Run) ([]string, [][]string) {
 	header := []string{"phase", "workload", "duration s", "received", "msg/s", "max msg/s", "MB/s", "avg", "p50", "p95", "p99", "p99.9", "max",
-		"backlog msgs", "backlog MB", "broker lag", "dup", "reordered"}
+		"backlog msgs", "in flight", "lost", "backlog MB", "broker lag", "dup", "reordered"}
 	var rows [][]string
 	names := workloadNames(run, receives)
 	for _, ph := range run.Metrics.Phases {
@@ -266,7 +266,7 @@ func ConsumeTable(run *results.Run) ([]string, [][]string) {
 			if s.Lag >= 0 {
 				lag = I(s.Lag)
 			}
-			rows = append(rows, append(row, I(s.Backlog.Messages), F(float64(s.Backlog.Bytes)/1e6, 2), lag, I(s.Duplicates), I(s.Reordered)))
+			rows = append(rows, append(row, I(s.Backlog.Messages), I(s.InFlight), I(s.Lost), F(float64(s.Backlog.Bytes)/1e6, 2), lag, I(s.Duplicates), I(s.Reordered)))
 		}
 	}
 	return header, rows
