@@ -325,7 +325,7 @@ func (c *Collector) closePhaseLocked(now time.Time) Phase {
 		s.setRates(d, dur)
 		s.MaxSendRate, s.MaxRecvRate = t.phaseMax[0], t.phaseMax[1]
 		s.FillRate(t.rec.Role)
-		s.Outage = outageStats(t.rec.outageList(c.start, now), p.Start, p.End)
+		s.Outage = outageStats(t.rec.outageList(c.start, now), p.Start, p.End, d)
 		p.Workloads[t.rec.Name] = s
 	}
 	p.Extra = gaugeCopy(c.phExt)
@@ -412,12 +412,13 @@ func (c *Collector) Snapshot(now time.Time, withSeries bool) Snapshot {
 	defer c.mu.Unlock()
 	s := Snapshot{Elapsed: now.Sub(c.start).Seconds(), Workloads: map[string]Stats{}}
 	for _, t := range c.tracks {
-		st := c.statsLocked(t, t.rec.Counters(), t.run)
+		cur := t.rec.Counters()
+		st := c.statsLocked(t, cur, t.run)
 		st.SendRate, st.RecvRate, st.SendMBps, st.RecvMBps = t.sendRate, t.recvRate, t.sendMBps, t.recvMBps
 		st.MaxSendRate, st.MaxRecvRate = t.runMax[0], t.runMax[1]
 		st.FillRate(t.rec.Role)
 		outs := t.rec.outageList(c.start, now)
-		st.Outage = outageStats(outs, 0, s.Elapsed)
+		st.Outage = outageStats(outs, 0, s.Elapsed, cur)
 		s.Workloads[t.rec.Name] = st
 		s.Order = append(s.Order, t.rec.Name)
 		s.Outages = append(s.Outages, outs...)

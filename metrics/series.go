@@ -60,8 +60,10 @@ type SeriesState struct {
 	// compressed and base64 encoded; empty when nothing was recorded.
 	Send string `json:"send_hist,omitempty"`
 	E2E  string `json:"e2e_hist,omitempty"`
-	// Events are the connection events recorded since the previous line.
-	Events []ConnEvent `json:"events,omitempty"`
+	// Events are the connection events recorded since the previous line;
+	// Outages what every outage has counted so far.
+	Events  []ConnEvent   `json:"events,omitempty"`
+	Outages []OutageTally `json:"outages,omitempty"`
 }
 
 // SetSeriesHeader gives the header the sink's first line carries; the
@@ -105,7 +107,7 @@ func (c *Collector) stateLocked(t *track, cur Counters, iv hists) *SeriesState {
 	r := t.rec
 	s := &SeriesState{Counters: cur, Running: r.running.Load(), Lost: r.lostValue(),
 		LastLatency: float64(r.lastLatency.Load()) / 1e6, Send: encodeHist(iv.send), E2E: encodeHist(iv.e2e),
-		Events: r.takeFileEvents()}
+		Events: r.takeFileEvents(), Outages: r.tallies()}
 	if f := r.firstNanos.Load(); f != 0 {
 		s.FirstAt = time.Unix(0, f).Sub(c.start).Seconds()
 		s.LastAt = time.Unix(0, r.lastNanos.Load()).Sub(c.start).Seconds()
@@ -253,20 +255,13 @@ func (rp *replay) line(l SeriesLine) error {
 	return nil
 }
 
-// events replays the connection events of a line. An outage's failed and
-// delayed sends are told by the counters when it began and ended, which the
-// file has once a second: those of the line before for a disconnect, those
-// of the line for a reconnect.
+// events replays the connection events of a line, and what each outage
+// counted as of the line.
 func (t *replayTrack) events(st *SeriesState) {
 	for _, e := range st.Events {
-		c := st.Counters
-		if e.Kind == EventDisconnected {
-			c = t.last.Counters
-		}
-		t.rec.failed.Store(c.Failed)
-		t.rec.outDelayed.Store(c.OutageDelayed)
-		t.rec.Event(e)
+		t.rec.event(e, false)
 	}
+	t.rec.setTallies(st.Outages)
 }
 
 // outages are the track's outages as of end seconds into the run.
@@ -307,7 +302,7 @@ func (rp *replay) closePhase(end float64) {
 		s.setRates(d, dur)
 		s.MaxSendRate, s.MaxRecvRate = t.phaseMax[0], t.phaseMax[1]
 		s.FillRate(t.role)
-		s.Outage = outageStats(rp.outages(t, end), p.Start, p.End)
+		s.Outage = outageStats(rp.outages(t, end), p.Start, p.End, d)
 		p.Workloads[name] = s
 	}
 	p.Extra = gaugeCopy(rp.extraPh)
@@ -330,7 +325,7 @@ func (rp *replay) finish() SeriesRun {
 		st := t.stats(t.last.Counters, t.run)
 		st.MaxSendRate, st.MaxRecvRate = maxOf(t.series, true), maxOf(t.series, false)
 		outs := rp.outages(t, rp.run.Ended)
-		st.Outage = outageStats(outs, 0, rp.run.Ended)
+		st.Outage = outageStats(outs, 0, rp.run.Ended, t.last.Counters)
 		s.Workloads[name] = st
 		s.Outages = append(s.Outages, outs...)
 		s.Events = append(s.Events, t.rec.eventCounts(rp.run.Header.Started)...)

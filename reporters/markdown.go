@@ -171,7 +171,7 @@ var runSections = []struct {
 	{"Consume (end-to-end latency from intended send time to receipt, ms)", ConsumeTable},
 	{"Driver figures at the end of each phase (connections, in flight...)", GaugeTable},
 	{"Events (connections lost and back, errors, rebalances; seconds since the start)", EventsTable},
-	{"Outages (time with connections down; sends that failed during it or were acked late because of it)", OutageTable},
+	{"Outages (time with connections down; of the sends intended during it, those that failed and those acked late)", OutageTable},
 	{"Collected figures (phase average / max)", ExtraTable},
 	{"Workers (first message in seconds since the start, on the conductor's clock; each worker's clock minus the conductor's, its largest change during the run and the best round trip, ms; control traffic with the conductor, kB)", WorkersTable},
 }
@@ -414,7 +414,7 @@ func EventsTable(run *results.Run) ([]string, [][]string) {
 
 // OutageTable is a row per outage of a workload, in the phase it began in.
 func OutageTable(run *results.Run) ([]string, [][]string) {
-	header := []string{"phase", "workload", "from", "to", "seconds", "clients down", "reconnected", "reason", "sends failed", "sends delayed"}
+	header := []string{"phase", "workload", "from", "to", "seconds", "clients down", "reconnected", "reason", "sends due", "sends failed", "sends delayed"}
 	var rows [][]string
 	for _, o := range run.Metrics.Outages {
 		to := clockS(o.End)
@@ -426,7 +426,7 @@ func OutageTable(run *results.Run) ([]string, [][]string) {
 			down += " of " + strconv.Itoa(o.Of)
 		}
 		rows = append(rows, []string{phaseName(o.Phase), o.Workload, clockS(o.Start), to, F(o.Duration(), 1), down, I(o.Reconnects),
-			o.Reason, I(o.Failed), I(o.Delayed)})
+			o.Reason, I(o.Due), I(o.Failed), I(o.Delayed)})
 	}
 	return header, rows
 }

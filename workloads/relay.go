@@ -156,14 +156,14 @@ func (r *Relay) Start(ctx context.Context) error {
 
 func (r *Relay) publish(ctx context.Context, dp drivers.Producer, it relayed, stop context.CancelFunc) {
 	m := &drivers.Message{Topic: r.to.Topic, Key: it.m.Key, Value: it.m.Value, Source: it.m.Source}
-	r.rec.Sent()
+	r.rec.Sent(it.at)
 	err := dp.Send(ctx, m)
 	now := time.Now()
 	if err != nil {
 		if ctx.Err() != nil {
 			return
 		}
-		r.rec.Failed()
+		r.rec.Failed(it.at)
 		sendFailed(newSink(r.rec, 0, 1), err)
 		if r.warned.CompareAndSwap(false, true) {
 			r.env.Warn(fmt.Sprintf("workload %q: publish failed: %v (further failures are counted, not printed)", r.name, err))

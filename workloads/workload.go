@@ -375,14 +375,14 @@ func (p *Producer) loop(ctx, flight context.Context, dp drivers.Producer, pacer 
 		case "random":
 			m.Key = strconv.AppendUint(nil, rand.Uint64(), 16)
 		}
-		p.rec.Sent()
+		p.rec.Sent(due)
 		err := dp.Send(flight, m)
 		now := time.Now()
 		if err != nil {
 			if flight.Err() != nil {
 				return // abandoned at a stop that timed out: neither acked nor failed
 			}
-			p.rec.Failed()
+			p.rec.Failed(due)
 			sendFailed(newSink(p.rec, 0, 1), err)
 			if p.warnedOnce.CompareAndSwap(false, true) {
 				p.env.Warn(fmt.Sprintf("workload %q: send failed: %v (further failures are counted, not printed)", p.name, err))
