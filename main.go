@@ -51,6 +51,10 @@ Usage:
   planrun report --from-series [--out DIR] SERIES.jsonl
                                        write the reports of a run that never finished
                                        (killed, machine lost) from its series file
+  planrun report --check RESULT.json   check a saved result's figures against every
+                                       invariant (phases add up to the run, ...):
+                                       exit 0 when they hold, 1 listing violations,
+                                       2 for a file that is not a result
   planrun compare A.json B.json        two saved results side by side, with the change in percent
   planrun explain [KIND] [NAME]        what a driver, workload kind, step, collector or plan
                                        section does and every key it takes (explain kafka,
@@ -101,6 +105,7 @@ type cli struct {
 	connectTimeout, stopTimeout time.Duration
 	readme                      string // explain --readme: the README whose tables to regenerate
 	fromSeries                  bool   // report --from-series
+	check                       bool   // report --check
 	workers                     string // --workers: host:port list
 	token                       string
 	listen                      string
@@ -182,6 +187,8 @@ func parseArgs(args []string) (*cli, error) {
 			c.quiet = true
 		case "--from-series", "-from-series":
 			c.fromSeries = true
+		case "--check", "-check":
+			c.check = true
 		case "-h", "--help", "-help":
 			c.cmd = "help"
 		default:
@@ -420,6 +427,9 @@ func report(c *cli, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "planrun: %v\n", err)
 		return exitBadPlan
 	}
+	if c.check {
+		return checkResult(res, c.args[0], stdout)
+	}
 	if err := os.MkdirAll(c.out, 0o755); err != nil {
 		fmt.Fprintf(stderr, "planrun: --out %s: %v\n", c.out, err)
 		return exitBadPlan
@@ -441,6 +451,28 @@ func report(c *cli, stdout, stderr io.Writer) int {
 	}
 	reporters.Render(stdout, res)
 	fmt.Fprintf(stderr, "wrote %s\n", path)
+	return exitOK
+}
+
+// checkResult runs every invariant over a saved result: exit 0 when its
+// figures hold them all, 1 listing every violation.
+func checkResult(res *results.Result, path string, stdout io.Writer) int {
+	rep := res.Check()
+	applied := len(results.Checks()) - len(rep.NotApplied)
+	fmt.Fprintf(stdout, "%s: result format %d, %d checks of %d apply\n", path, rep.Version, applied, len(results.Checks()))
+	for _, c := range results.Checks() {
+		if c.Since > rep.Version {
+			fmt.Fprintf(stdout, "does not apply: %s (results of format %d and later; this one is older)\n", c.Name, c.Since)
+		}
+	}
+	for _, v := range rep.Violations {
+		fmt.Fprintf(stdout, "violation: %s\n", v)
+	}
+	if len(rep.Violations) > 0 {
+		fmt.Fprintf(stdout, "%d violations\n", len(rep.Violations))
+		return exitAssert
+	}
+	fmt.Fprintf(stdout, "every check holds\n")
 	return exitOK
 }
 

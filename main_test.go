@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"github.com/planrun/planrun/engine/enginetest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -141,6 +142,7 @@ func TestQuickstartEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	enginetest.CheckResult(t, res)
 	m := res.Runs[0].Metrics
 	var backlog metrics.Phase
 	for _, ph := range m.Phases {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"github.com/planrun/planrun/engine/enginetest"
 	"math"
 	"net/url"
 	"os"
@@ -162,6 +163,7 @@ func runInline(t *testing.T, plan string) (*results.Result, string, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	enginetest.CheckResult(t, res)
 	return res, out, stderr.String()
 }
 
@@ -231,6 +233,7 @@ func TestMQTTBrokerRestartPlan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	enginetest.CheckResult(t, res)
 	m := res.Runs[0].Metrics
 	o := outageOf(t, m, "devices")
 	if !o.Ended || o.Clients != 20 || o.Reconnects != 20 || o.Duration() < 2 || o.Duration() > 4 {

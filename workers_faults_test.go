@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/planrun/planrun/engine/enginetest"
 	"io"
 	"os"
 	"strconv"
@@ -165,6 +166,7 @@ steps:
 	defer cond.Close()
 	var out strings.Builder
 	res := (&engine.Engine{Out: &out, Version: version, Remote: cond}).Execute(ctx, src, plans)
+	enginetest.CheckResult(t, res)
 	if res.Status != results.Passed {
 		t.Fatalf("status %s: %s\n%s", res.Status, res.Error, out.String())
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"github.com/planrun/planrun/engine/enginetest"
 	"io"
 	"strings"
 	"sync"
@@ -94,6 +95,7 @@ steps:
 	defer cond.Close()
 	eng := &engine.Engine{Out: io.Discard, Version: version, Remote: cond}
 	res := eng.Execute(ctx, src, plans)
+	enginetest.CheckResult(t, res)
 	if res.Status != results.Passed {
 		t.Fatalf("status %s: %s", res.Status, res.Error)
 	}

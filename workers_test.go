@@ -13,6 +13,7 @@ import (
 	"time"
 
 	embeddedmqtt "github.com/planrun/planrun/embedded/mqtt"
+	"github.com/planrun/planrun/engine/enginetest"
 	"github.com/planrun/planrun/results"
 )
 
@@ -89,6 +90,7 @@ func loadResult(t *testing.T, dir, name string) *results.Result {
 	if err := json.Unmarshal(data, &res); err != nil {
 		t.Fatal(err)
 	}
+	enginetest.CheckResult(t, &res)
 	return &res
 }
 

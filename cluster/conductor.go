@@ -54,6 +54,9 @@ type remote struct {
 	offset atomic.Int64 // worker clock minus conductor clock, nanos
 	rtt    atomic.Int64
 	lost   atomic.Bool
+	// figures is held from asking the worker for its figures to merging
+	// them, so that a flush merges everything taken before it.
+	figures sync.Mutex
 }
 
 func (c *Conductor) defaults() {
@@ -301,39 +304,54 @@ func (rr *remoteRun) poll(ctx context.Context) {
 		if clock {
 			lastClock = time.Now()
 		}
-		var wg sync.WaitGroup
-		for i, w := range rr.c.workers {
-			if w.lost.Load() {
-				continue
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				cctx, cancel := context.WithTimeout(ctx, rr.c.CallTimeout)
-				defer cancel()
-				var f Figures
-				err := w.call(cctx, "Figures", &Empty{}, &f)
-				if err == nil && clock {
-					var off, rtt int64
-					if off, rtt, err = w.measure(cctx, 3); err == nil {
-						w.offset.Store(off)
-						w.rtt.Store(rtt)
-						rr.mu.Lock()
-						rr.drift[i] = max(rr.drift[i], abs(off-rr.offset0[i]))
-						rr.mu.Unlock()
-					}
-				}
-				if err != nil {
-					if ctx.Err() == nil {
-						rr.lose(w, err)
-					}
-					return
-				}
-				rr.apply(w, &f)
-			}()
-		}
-		wg.Wait()
+		rr.fetchAll(ctx, clock)
 	}
+}
+
+// fetchAll merges every worker's figures up to now; clock re-measures the
+// workers' clocks too.
+func (rr *remoteRun) fetchAll(ctx context.Context, clock bool) {
+	var wg sync.WaitGroup
+	for i, w := range rr.c.workers {
+		if w.lost.Load() {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w.figures.Lock()
+			defer w.figures.Unlock()
+			cctx, cancel := context.WithTimeout(ctx, rr.c.CallTimeout)
+			defer cancel()
+			var f Figures
+			err := w.call(cctx, "Figures", &Empty{}, &f)
+			if err == nil && clock {
+				var off, rtt int64
+				if off, rtt, err = w.measure(cctx, 3); err == nil {
+					w.offset.Store(off)
+					w.rtt.Store(rtt)
+					rr.mu.Lock()
+					rr.drift[i] = max(rr.drift[i], abs(off-rr.offset0[i]))
+					rr.mu.Unlock()
+				}
+			}
+			if err != nil {
+				if ctx.Err() == nil {
+					rr.lose(w, err)
+				}
+				return
+			}
+			rr.apply(w, &f)
+		}()
+	}
+	wg.Wait()
+}
+
+// Flush implements engine.Flusher: before the engine cuts a phase, every
+// worker is asked for what it counted up to now and that is merged, so
+// the cut does not depend on when the periodic figures arrive.
+func (rr *remoteRun) Flush(ctx context.Context) {
+	rr.fetchAll(ctx, false)
 }
 
 // lose marks a worker lost and ends the run with an error naming it.
@@ -420,6 +438,8 @@ func (rr *remoteRun) each(ctx context.Context, idx []int, method string, args fu
 func (rr *remoteRun) End(ctx context.Context) []results.Worker {
 	rr.cancel()
 	<-rr.done
+	// What the shards counted after their last reply is the run's too.
+	rr.Flush(ctx)
 	var wg sync.WaitGroup
 	for _, w := range rr.c.workers {
 		if w.lost.Load() {

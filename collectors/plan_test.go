@@ -3,6 +3,7 @@ package collectors_test
 import (
 	"context"
 	"fmt"
+	"github.com/planrun/planrun/engine/enginetest"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -64,6 +65,7 @@ steps:
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	res := (&engine.Engine{Out: io.Discard}).Execute(ctx, s, plans)
+	enginetest.CheckResult(t, res)
 	if res.Status != results.Passed {
 		t.Fatalf("status %s: %s; warnings %v; asserts %+v", res.Status, res.Error, res.Runs[0].Warnings, res.Runs[0].Asserts)
 	}

@@ -90,6 +90,12 @@ type RemoteRun interface {
 	End(ctx context.Context) []results.Worker
 }
 
+// Flusher is a RemoteRun that can merge every worker's figures up to now:
+// the engine flushes before it cuts a phase.
+type Flusher interface {
+	Flush(ctx context.Context)
+}
+
 // ErrInterrupted marks a run ended by a signal.
 var ErrInterrupted = errors.New("interrupted")
 
@@ -159,6 +165,14 @@ func (e *Engine) Execute(ctx context.Context, src *plan.Source, plans []*plan.Pl
 	res.Finished = time.Now()
 	if len(plans) > 0 {
 		res.Tables = buildTables(plans, res.Runs)
+	}
+	// Every run's figures are checked against the invariants a reader
+	// relies on (phases that add up to the run, ...); a violation is a
+	// defect of planrun and shows in the result and the report.
+	res.Format = results.FormatVersion
+	res.Violations = res.Check().Violations
+	for _, v := range res.Violations {
+		e.printf("planrun: figures do not add up: %s\n", v)
 	}
 	redact.RedactAll(res, src.Secrets)
 	return res
@@ -497,6 +511,11 @@ func clock(start time.Time) string {
 
 // StartPhase closes the current metrics phase and opens name.
 func (r *Run) StartPhase(name string) {
+	if f, ok := r.remote.(Flusher); ok {
+		ctx, cancel := context.WithTimeout(r.ctx, r.engine.StopTimeout)
+		f.Flush(ctx)
+		cancel()
+	}
 	now := time.Now()
 	r.coll.StartPhase(name, now)
 	r.mu.Lock()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/planrun/planrun/engine/enginetest"
 	"strings"
 	"testing"
 	"time"
@@ -26,6 +27,7 @@ func execute(t testing.TB, ctx context.Context, y string) *results.Result {
 	e := &engine.Engine{Out: &out, Version: "test"}
 	res := e.Execute(ctx, src, plans)
 	t.Log(out.String())
+	enginetest.CheckResult(t, res)
 	return res
 }
 

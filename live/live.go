@@ -108,6 +108,7 @@ var workloadFigures = []workloadFigure{
 	workloadCounter("planrun_messages_acked_total", "messages the broker acknowledged", func(st metrics.Stats) int64 { return st.Acked }),
 	workloadCounter("planrun_messages_failed_total", "messages that failed to send", func(st metrics.Stats) int64 { return st.Failed }),
 	workloadCounter("planrun_messages_received_total", "messages received", func(st metrics.Stats) int64 { return st.Received }),
+	workloadCounter("planrun_messages_distinct_total", "messages received at least once (duplicates not counted)", func(st metrics.Stats) int64 { return st.Distinct }),
 	workloadCounter("planrun_messages_duplicated_total", "messages received more than once", func(st metrics.Stats) int64 { return st.Duplicates }),
 	workloadCounter("planrun_bytes_acked_total", "payload bytes the broker acknowledged", func(st metrics.Stats) int64 { return st.BytesAcked }),
 	workloadCounter("planrun_bytes_received_total", "payload bytes received", func(st metrics.Stats) int64 { return st.BytesReceived }),

@@ -6,8 +6,6 @@ import (
 	"sort"
 	"sync"
 	"time"
-
-	hdr "github.com/HdrHistogram/hdrhistogram-go"
 )
 
 // Backlog is what a consumer group still has to read: messages acked to its
@@ -25,6 +23,7 @@ type Stats struct {
 	Acked         int64              `json:"acked" expr:"acked"`
 	Failed        int64              `json:"failed" expr:"failed"`
 	Received      int64              `json:"received" expr:"received"`
+	Distinct      int64              `json:"distinct" expr:"distinct"`
 	Untracked     int64              `json:"untracked" expr:"untracked"`
 	BytesAcked    int64              `json:"bytes_acked" expr:"bytes_acked"`
 	BytesReceived int64              `json:"bytes_received" expr:"bytes_received"`
@@ -116,9 +115,12 @@ type track struct {
 	recvMBps   float64
 	run, phase hists
 	phaseStart Counters
-	phaseMax   [2]float64 // send, recv
-	runMax     [2]float64 // send, recv: per-second peaks over the run
-	series     []Point
+	// last are the counters at the latest sample: the cut that closes a
+	// phase and opens the next.
+	last     Counters
+	phaseMax [2]float64 // send, recv
+	runMax   [2]float64 // send, recv: per-second peaks over the run
+	series   []Point
 }
 
 // Collector samples recorders every second into series, phases and run totals.
@@ -178,7 +180,7 @@ func (c *Collector) Add(r *Recorder) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	t := &track{rec: r, prev: r.Counters(), prevAt: c.start, run: newHists(), phase: newHists()}
-	t.phaseStart = t.prev
+	t.phaseStart, t.last = t.prev, t.prev
 	if c.sink != nil {
 		r.keepEventsForFile()
 	}
@@ -213,7 +215,10 @@ func (c *Collector) sampleLocked(now time.Time, extra map[string]float64) {
 	c.writeHeaderLocked()
 	ts := now.Sub(c.start).Seconds()
 	for _, t := range c.tracks {
-		cur := t.rec.Counters()
+		// One snapshot of the recorder serves the point, the phase and the
+		// run: nothing counted falls between two reads.
+		cur, iv := t.rec.snapshot()
+		t.last = cur
 		dt := now.Sub(t.prevAt).Seconds()
 		interval := 0.0
 		if dt > 0.05 {
@@ -233,7 +238,6 @@ func (c *Collector) sampleLocked(now time.Time, extra map[string]float64) {
 				t.runMax[1] = max(t.runMax[1], t.recvRate)
 			}
 		}
-		iv := hists{send: t.rec.SendLatency.Drain(hdrPool.Get().(*hdr.Histogram)), e2e: t.rec.EndToEnd.Drain(hdrPool.Get().(*hdr.Histogram))}
 		t.phase.merge(iv)
 		t.run.merge(iv)
 		p := Point{T: ts, Interval: interval, Phase: c.cur.Name, SendRate: t.sendRate, RecvRate: t.recvRate, SendMBps: t.sendMBps, RecvMBps: t.recvMBps,
@@ -281,12 +285,14 @@ func addGauges(extra map[string]float64, windows ...map[string]*Gauge) {
 }
 
 // StartPhase closes the current phase (sampling up to now) and opens name.
-// A first phase in which nothing happened is dropped.
+// One snapshot of each recorder closes the one and opens the other, so
+// every message and every latency belongs to exactly one phase. A first
+// phase in which nothing happened is dropped.
 func (c *Collector) StartPhase(name string, now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.sampleLocked(now, nil)
-	closed := c.closePhaseLocked(now)
+	closed := c.closePhaseLocked(now, true)
 	if closed.Name != "" || hasActivity(closed) {
 		c.phases = append(c.phases, closed)
 	}
@@ -298,7 +304,7 @@ func (c *Collector) StartPhase(name string, now time.Time) {
 	for _, t := range c.tracks {
 		t.rec.setPhase(name)
 		t.phase = newHists()
-		t.phaseStart = t.rec.Counters()
+		t.phaseStart = t.last
 		t.phaseMax = [2]float64{}
 	}
 	c.phExt = map[string]*Gauge{}
@@ -313,14 +319,19 @@ func hasActivity(p Phase) bool {
 	return false
 }
 
-// closePhaseLocked returns the current phase's stats as of now.
-func (c *Collector) closePhaseLocked(now time.Time) Phase {
+// closePhaseLocked returns the current phase's stats as of now: as of the
+// latest sample when atCut, else with the counters read now (a live view).
+func (c *Collector) closePhaseLocked(now time.Time, atCut bool) Phase {
 	p := c.cur
 	p.End = now.Sub(c.start).Seconds()
 	p.Workloads = map[string]Stats{}
 	dur := now.Sub(c.curAt).Seconds()
 	for _, t := range c.tracks {
-		d := t.rec.Counters().Sub(t.phaseStart)
+		cur := t.last
+		if !atCut {
+			cur = t.rec.Counters()
+		}
+		d := cur.Sub(t.phaseStart)
 		s := c.statsLocked(t, d, t.phase)
 		s.setRates(d, dur)
 		s.MaxSendRate, s.MaxRecvRate = t.phaseMax[0], t.phaseMax[1]
@@ -348,7 +359,7 @@ func (c *Collector) statsLocked(t *track, d Counters, h hists) Stats {
 	r := t.rec
 	s := Stats{
 		Running: r.running.Load(), Sent: d.Sent, Acked: d.Acked, Failed: d.Failed,
-		Received: d.Received, Untracked: d.Untracked, BytesAcked: d.BytesAcked, BytesReceived: d.BytesReceived,
+		Received: d.Received, Distinct: d.Distinct, Untracked: d.Untracked, BytesAcked: d.BytesAcked, BytesReceived: d.BytesReceived,
 		Duplicates: d.Duplicates, Reordered: d.Reordered,
 		Latency: Summarize(h.send), E2E: Summarize(h.e2e),
 		LastLatency: float64(r.lastLatency.Load()) / 1e6,
@@ -410,9 +421,18 @@ type Snapshot struct {
 func (c *Collector) Snapshot(now time.Time, withSeries bool) Snapshot {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.snapshotLocked(now, withSeries, false)
+}
+
+// snapshotLocked is Snapshot; atCut takes the counts as of the latest
+// sample, as the histograms are, rather than as of now.
+func (c *Collector) snapshotLocked(now time.Time, withSeries, atCut bool) Snapshot {
 	s := Snapshot{Elapsed: now.Sub(c.start).Seconds(), Workloads: map[string]Stats{}}
 	for _, t := range c.tracks {
-		cur := t.rec.Counters()
+		cur := t.last
+		if !atCut {
+			cur = t.rec.Counters()
+		}
 		st := c.statsLocked(t, cur, t.run)
 		st.SendRate, st.RecvRate, st.SendMBps, st.RecvMBps = t.sendRate, t.recvRate, t.sendMBps, t.recvMBps
 		st.MaxSendRate, st.MaxRecvRate = t.runMax[0], t.runMax[1]
@@ -433,7 +453,7 @@ func (c *Collector) Snapshot(now time.Time, withSeries bool) Snapshot {
 	sort.SliceStable(s.Events, func(i, j int) bool { return s.Events[i].T < s.Events[j].T })
 	sort.SliceStable(s.Outages, func(i, j int) bool { return s.Outages[i].Start < s.Outages[j].Start })
 	s.Phases = append([]Phase(nil), c.phases...)
-	s.Phase = c.closePhaseLocked(now)
+	s.Phase = c.closePhaseLocked(now, atCut)
 	if c.extra != nil {
 		s.Extra = make(map[string]float64, len(c.extra))
 		for k, v := range c.extra {
@@ -448,13 +468,15 @@ func (c *Collector) Snapshot(now time.Time, withSeries bool) Snapshot {
 }
 
 // Finish closes the last phase and returns the final snapshot with series.
+// The run's totals are those of the cut that closed the last phase, so the
+// phases add up to them exactly.
 func (c *Collector) Finish(now time.Time) Snapshot {
 	c.StartPhase("", now)
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	// StartPhase opened an empty trailing phase: the closed list is final.
 	c.cur = Phase{}
-	c.mu.Unlock()
-	s := c.Snapshot(now, true)
+	s := c.snapshotLocked(now, true, true)
 	s.Phase = Phase{}
 	return s
 }

@@ -30,8 +30,13 @@ type Recorder struct {
 	Kind string // the workload's kind: produce, consume, relay...
 	Role Role
 
+	// cut is held shared while one message is counted (its counters and
+	// its latency) and exclusively while a snapshot reads them all, so that
+	// every message and its latency fall on one side of every cut.
+	cut                       sync.RWMutex
 	sent, acked, failed       atomic.Int64
 	received, untracked       atomic.Int64
+	distinct                  atomic.Int64
 	bytesAcked, bytesReceived atomic.Int64
 	duplicates, reordered     atomic.Int64
 	firstNanos, lastNanos     atomic.Int64 // unix nanos of first/last acked or received message
@@ -105,6 +110,7 @@ func (r *Recorder) Sent(due time.Time) {
 // Acked counts one acknowledged message of size bytes and its latency from
 // the intended send time.
 func (r *Recorder) Acked(bytes int, latency time.Duration, now time.Time) {
+	r.cut.RLock()
 	r.acked.Add(1)
 	r.bytesAcked.Add(int64(bytes))
 	r.SendLatency.Record(latency)
@@ -114,6 +120,7 @@ func (r *Recorder) Acked(bytes int, latency time.Duration, now time.Time) {
 		o.delayed.Add(1)
 		r.outDelayed.Add(1)
 	}
+	r.cut.RUnlock()
 	// first_at/last_at time what a workload is for: sends for producers,
 	// receipts for consumers and relays (a hop's "time to receive all N").
 	if r.Role.Produces() {
@@ -132,29 +139,49 @@ func (r *Recorder) Failed(due time.Time) {
 	}
 }
 
-// Received counts one received message; e2e < 0 means the message carried
-// no planrun header (no end-to-end latency).
+// Received counts one received message seen for the first time; e2e < 0
+// means the message carried no planrun header (no end-to-end latency,
+// counted as untracked rather than distinct).
 func (r *Recorder) Received(bytes int, e2e time.Duration, now time.Time) {
+	r.Receipt(bytes, e2e, now, false, false)
+}
+
+// Receipt counts one received message with what the sequence tracker
+// found: dup means it was received before (a duplicate, not distinct),
+// reordered that it arrived after a later one of its stream. Every
+// received message is exactly one of distinct, duplicate or untracked.
+func (r *Recorder) Receipt(bytes int, e2e time.Duration, now time.Time, dup, reordered bool) {
+	r.cut.RLock()
 	r.received.Add(1)
 	r.bytesReceived.Add(int64(bytes))
+	switch {
+	case e2e < 0:
+		r.untracked.Add(1)
+	case dup:
+		r.duplicates.Add(1)
+	default:
+		r.distinct.Add(1)
+	}
+	if reordered {
+		r.reordered.Add(1)
+	}
 	if e2e >= 0 {
 		r.EndToEnd.Record(e2e)
 		r.lastLatency.Store(int64(e2e))
-	} else {
-		r.untracked.Add(1)
 	}
+	r.cut.RUnlock()
 	r.touch(now.UnixNano())
 }
 
-// Duplicate and Reordered count what the sequence tracker found.
-func (r *Recorder) Duplicate() { r.duplicates.Add(1) }
-
-// AddDuplicates counts n duplicates found elsewhere (a conductor merging
-// shards that received the same message on different workers).
-func (r *Recorder) AddDuplicates(n int64) { r.duplicates.Add(n) }
-
-// Reordered counts a message that arrived after a later one of its stream.
-func (r *Recorder) Reordered() { r.reordered.Add(1) }
+// AddDuplicates counts n messages found to be duplicates elsewhere (a
+// conductor merging shards that received the same message on different
+// workers): each was counted distinct where it was received.
+func (r *Recorder) AddDuplicates(n int64) {
+	r.cut.RLock()
+	r.duplicates.Add(n)
+	r.distinct.Add(-n)
+	r.cut.RUnlock()
+}
 
 // SetRunning marks the workload running or stopped.
 func (r *Recorder) SetRunning(b bool) { r.running.Store(b) }
@@ -174,6 +201,7 @@ type Counters struct {
 	Acked         int64 `json:"acked"`
 	Failed        int64 `json:"failed"`
 	Received      int64 `json:"received"`
+	Distinct      int64 `json:"distinct,omitempty"`
 	Untracked     int64 `json:"untracked"`
 	BytesAcked    int64 `json:"bytes_acked"`
 	BytesReceived int64 `json:"bytes_received"`
@@ -194,7 +222,7 @@ type Counters struct {
 func (c Counters) Sub(o Counters) Counters {
 	return Counters{
 		Sent: c.Sent - o.Sent, Acked: c.Acked - o.Acked, Failed: c.Failed - o.Failed,
-		Received: c.Received - o.Received, Untracked: c.Untracked - o.Untracked,
+		Received: c.Received - o.Received, Distinct: c.Distinct - o.Distinct, Untracked: c.Untracked - o.Untracked,
 		BytesAcked: c.BytesAcked - o.BytesAcked, BytesReceived: c.BytesReceived - o.BytesReceived,
 		Duplicates: c.Duplicates - o.Duplicates, Reordered: c.Reordered - o.Reordered,
 		Disconnects: c.Disconnects - o.Disconnects, Reconnects: c.Reconnects - o.Reconnects,
@@ -208,7 +236,7 @@ func (c Counters) Sub(o Counters) Counters {
 func (r *Recorder) Counters() Counters {
 	return Counters{
 		Sent: r.sent.Load(), Acked: r.acked.Load(), Failed: r.failed.Load(),
-		Received: r.received.Load(), Untracked: r.untracked.Load(),
+		Received: r.received.Load(), Distinct: r.distinct.Load(), Untracked: r.untracked.Load(),
 		BytesAcked: r.bytesAcked.Load(), BytesReceived: r.bytesReceived.Load(),
 		Duplicates: r.duplicates.Load(), Reordered: r.reordered.Load(),
 		Disconnects: r.disconnects.Load(), Reconnects: r.reconnects.Load(),
@@ -216,6 +244,16 @@ func (r *Recorder) Counters() Counters {
 		Rebalances: r.rebalances.Load(), OutageDelayed: r.outDelayed.Load(),
 		OutageFailed: r.outFailed.Load(),
 	}
+}
+
+// snapshot reads the counters and drains the histograms at one instant
+// (see cut): what it returns closes one window and what is recorded after
+// it opens the next. The histograms come from hdrPool.
+func (r *Recorder) snapshot() (Counters, hists) {
+	send, e2e := hdrPool.Get().(*hdr.Histogram), hdrPool.Get().(*hdr.Histogram)
+	r.cut.Lock()
+	defer r.cut.Unlock()
+	return r.Counters(), hists{send: r.SendLatency.Drain(send), e2e: r.EndToEnd.Drain(e2e)}
 }
 
 // gaugeValues reads the driver's gauges, if any.

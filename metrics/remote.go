@@ -34,21 +34,20 @@ type Delta struct {
 // recorder's histograms are drained: a recorder that ships deltas must not
 // also feed a Collector.
 func (r *Recorder) TakeDelta(prev *Counters) (Delta, error) {
-	cur := r.Counters()
+	cur, h := r.snapshot()
+	defer hdrPool.Put(h.send)
+	defer hdrPool.Put(h.e2e)
 	d := Delta{Counters: cur.Sub(*prev), First: r.firstNanos.Load(), Last: r.lastNanos.Load(), LastLatency: r.lastLatency.Load(), Events: r.takeEvents(), Outages: r.takeTallies()}
 	*prev = cur
 	var err error
-	if d.Send, err = encodeDrained(r.SendLatency); err != nil {
+	if d.Send, err = encodeDelta(h.send); err != nil {
 		return d, err
 	}
-	d.E2E, err = encodeDrained(r.EndToEnd)
+	d.E2E, err = encodeDelta(h.e2e)
 	return d, err
 }
 
-func encodeDrained(h *Histogram) ([]byte, error) {
-	spare := hdrPool.Get().(*hdr.Histogram)
-	got := h.Drain(spare)
-	defer hdrPool.Put(got)
+func encodeDelta(got *hdr.Histogram) ([]byte, error) {
 	if got.TotalCount() == 0 {
 		return nil, nil
 	}
@@ -64,10 +63,14 @@ func encodeDrained(h *Histogram) ([]byte, error) {
 // clock.
 func (r *Recorder) ApplyDelta(d Delta, offset int64) error {
 	c := d.Counters
+	// A delta is counted at one instant like a message (see cut).
+	r.cut.RLock()
+	defer r.cut.RUnlock()
 	r.sent.Add(c.Sent)
 	r.acked.Add(c.Acked)
 	r.failed.Add(c.Failed)
 	r.received.Add(c.Received)
+	r.distinct.Add(c.Distinct)
 	r.untracked.Add(c.Untracked)
 	r.bytesAcked.Add(c.BytesAcked)
 	r.bytesReceived.Add(c.BytesReceived)

@@ -275,7 +275,7 @@ func (rp *replay) outages(t *replayTrack, end float64) []Outage {
 func (t *replayTrack) stats(d Counters, h hists) Stats {
 	p := t.lastPoint
 	s := Stats{Running: t.last.Running, Sent: d.Sent, Acked: d.Acked, Failed: d.Failed,
-		Received: d.Received, Untracked: d.Untracked, BytesAcked: d.BytesAcked, BytesReceived: d.BytesReceived,
+		Received: d.Received, Distinct: d.Distinct, Untracked: d.Untracked, BytesAcked: d.BytesAcked, BytesReceived: d.BytesReceived,
 		Duplicates: d.Duplicates, Reordered: d.Reordered, Latency: Summarize(h.send), E2E: Summarize(h.e2e),
 		LastLatency: t.last.LastLatency, Backlog: p.Backlog, Lag: p.Lag, Lost: t.last.Lost, Gauges: p.Gauges,
 		FirstAt: t.last.FirstAt, LastAt: t.last.LastAt,

@@ -90,7 +90,19 @@ func Render(w io.Writer, res *results.Result) {
 	}
 	e := res.Environment
 	fmt.Fprintf(w, "- machine: %s, %s/%s, %d CPUs, %s\n", e.Host, e.OS, e.Arch, e.CPUs, e.GoVersion)
-	fmt.Fprintf(w, "- units: %s\n\n", res.Units)
+	fmt.Fprintf(w, "- units: %s\n", res.Units)
+	if res.Format > 0 && len(res.Violations) == 0 {
+		fmt.Fprintf(w, "- figures checked: every invariant holds (phases add up to the run, received = distinct + duplicates + untracked, ...)\n")
+	}
+	fmt.Fprintln(w)
+	if len(res.Violations) > 0 {
+		fmt.Fprintf(w, "## Figures that do not add up\n\n")
+		fmt.Fprintf(w, "The run's figures break invariants they should hold: a defect of planrun, please report it with this result.\n\n")
+		for _, v := range res.Violations {
+			fmt.Fprintf(w, "- %s\n", v)
+		}
+		fmt.Fprintln(w)
+	}
 
 	for _, t := range res.Tables {
 		fmt.Fprintf(w, "## %s\n\n", t.Title)
@@ -253,14 +265,14 @@ func ProduceTable(run *results.Run) ([]string, [][]string) {
 
 // ConsumeTable is a row per phase and receiving workload.
 func ConsumeTable(run *results.Run) ([]string, [][]string) {
-	header := []string{"phase", "workload", "duration s", "received", "msg/s", "max msg/s", "MB/s", "avg", "p50", "p95", "p99", "p99.9", "max",
+	header := []string{"phase", "workload", "duration s", "received", "distinct", "msg/s", "max msg/s", "MB/s", "avg", "p50", "p95", "p99", "p99.9", "max",
 		"backlog msgs", "in flight", "lost", "backlog MB", "broker lag", "dup", "reordered"}
 	var rows [][]string
 	names := workloadNames(run, receives)
 	for _, ph := range run.Metrics.Phases {
 		for _, n := range names {
 			s := ph.Workloads[n]
-			row := []string{phaseName(ph.Name), n, F(ph.Duration(), 1), I(s.Received), F(s.RecvRate, 1), F(s.MaxRecvRate, 0), F(s.RecvMBps, 2)}
+			row := []string{phaseName(ph.Name), n, F(ph.Duration(), 1), I(s.Received), I(s.Distinct), F(s.RecvRate, 1), F(s.MaxRecvRate, 0), F(s.RecvMBps, 2)}
 			row = append(row, lat(s.E2E)...)
 			lag := "n/a"
 			if s.Lag >= 0 {

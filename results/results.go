@@ -37,6 +37,12 @@ type Result struct {
 	Runs        []Run             `json:"runs"`
 	Tables      []Table           `json:"tables,omitempty"`
 	Units       string            `json:"units"`
+	// Format is the result format's version (see FormatVersion); 0 in
+	// results saved before formats had a version.
+	Format int `json:"format_version,omitempty"`
+	// Violations are the invariants the run's figures do not hold, as
+	// checked at the end of the run (see Check).
+	Violations []Violation `json:"violations,omitempty"`
 }
 
 // Environment says where the run happened.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/planrun/planrun/engine/enginetest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -45,6 +46,7 @@ func run(t *testing.T, ctx context.Context, dir, steps string) (*results.Result,
 	e := &engine.Engine{Out: &out, Version: "test", StopTimeout: 10 * time.Second}
 	res := e.Execute(ctx, src, plans)
 	t.Log(out.String())
+	enginetest.CheckResult(t, res)
 	return res, out.String()
 }
 

@@ -531,13 +531,7 @@ func receive(m *drivers.Message, env *Shared, g *Group, rec *metrics.Recorder) {
 		return
 	}
 	dup, reordered := env.Acct.Receive(g, h, full, m.Partition, len(m.Value))
-	if dup {
-		rec.Duplicate()
-	}
-	if reordered {
-		rec.Reordered()
-	}
-	rec.Received(len(m.Value), e2e, now)
+	rec.Receipt(len(m.Value), e2e, now, dup, reordered)
 }
 
 func (c *Consumer) handle(m *drivers.Message, stop context.CancelFunc) {
