@@ -100,6 +100,7 @@ steps:
 
 	// Loss is what was acked and never received, message by message.
 	dev, sink := m.Workloads["devices"], m.Workloads["sink"]
+	outageSends(t, o, 20/0.05, dev)
 	// A send whose ack the kill cut off counts as failed, yet the broker
 	// may have taken it and passed it on (or the client sent it again
 	// after the reconnect): received then holds up to that many messages
@@ -166,6 +167,30 @@ func runInline(t *testing.T, plan string) (*results.Result, string, string) {
 	return res, out, stderr.String()
 }
 
+// outageSends checks an outage's sends against the schedule: a producer at
+// rate msg/s has rate x the outage's length sends intended inside it (one
+// more at most for where the edges fall). Each acknowledged one is delayed
+// however late its ack came, each failed one failed: delayed + failed is
+// every send due in it but the few still unanswered, never more. A producer
+// that caught up with its schedule after the outage (p: its figures) sent
+// all of them; one still behind when it stopped sent fewer.
+func outageSends(t *testing.T, o metrics.Outage, rate float64, p metrics.Stats) {
+	t.Helper()
+	sched := rate * o.Duration()
+	answered := o.Delayed + o.Failed
+	caughtUp := float64(p.Acked+p.Failed) >= 0.97*rate*p.Duration
+	t.Logf("outage %.2f s at %.0f msg/s: %.0f sends scheduled, %d due, %d delayed, %d failed (producer caught up: %v)", o.Duration(), rate, sched, o.Due, o.Delayed, o.Failed, caughtUp)
+	if float64(o.Due) > sched+2 || answered > o.Due {
+		t.Errorf("outage of %.2f s at %.0f msg/s (%.0f scheduled): %d due, %d delayed + %d failed", o.Duration(), rate, sched, o.Due, o.Delayed, o.Failed)
+	}
+	if float64(answered) < 0.95*float64(o.Due) {
+		t.Errorf("outage: %d delayed + %d failed of %d sends due in it", o.Delayed, o.Failed, o.Due)
+	}
+	if caughtUp && float64(o.Due) < 0.9*sched {
+		t.Errorf("outage of %.2f s at %.0f msg/s: %d sends due, want about %.0f", o.Duration(), rate, o.Due, sched)
+	}
+}
+
 func eventCounts(m metrics.Snapshot, workload string) map[string]int64 {
 	out := map[string]int64{}
 	for _, e := range m.Events {
@@ -215,6 +240,7 @@ func TestMQTTBrokerRestartPlan(t *testing.T) {
 		t.Errorf("outage %+v (%.1f s), want 20 clients down about 2 s", o, o.Duration())
 	}
 	dev, sink := m.Workloads["devices"], m.Workloads["sink"]
+	outageSends(t, o, 20/0.1, dev)
 	// A send whose ack the kill cut off counts as failed, yet the broker
 	// may have taken it and passed it on (or the client sent it again
 	// after the reconnect): received then holds up to that many messages

@@ -248,7 +248,7 @@ func (e *Engine) executeOne(ctx context.Context, p *plan.Plan, index int, res *r
 	// the workloads and write what was measured.
 	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.StopTimeout)
 	defer cancel()
-	r.stopAll(stopCtx)
+	r.stopAll(stopCtx, ctx.Err() == nil)
 	if r.remote != nil {
 		out.Workers = r.remote.End(stopCtx)
 	}
@@ -598,18 +598,19 @@ func (r *Run) SetProbe(name string, v any) {
 // Printf writes a line of output.
 func (r *Run) Printf(format string, args ...any) { r.engine.printf(format, args...) }
 
-func (r *Run) stopAll(ctx context.Context) {
-	var wg sync.WaitGroup
-	for name, w := range r.works {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := w.Stop(ctx); err != nil {
-				r.Warn(fmt.Sprintf("workload %q: %v", name, err))
-			}
-		}()
+// stopAll stops every workload at the end of a run as a stop step does
+// (workloads.StopInOrder), with the default drain unless the run was
+// interrupted.
+func (r *Run) stopAll(ctx context.Context, drain bool) {
+	d := workloads.DefaultDrain
+	if !drain {
+		d = 0
 	}
-	wg.Wait()
+	if err := workloads.StopInOrder(ctx, r.Workloads([]string{"all"}), d); err != nil {
+		for _, line := range strings.Split(err.Error(), "\n") {
+			r.Warn(line)
+		}
+	}
 }
 
 // closeSteps ends what steps left running beyond their Run, such as

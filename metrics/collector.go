@@ -30,6 +30,7 @@ type Stats struct {
 	Duplicates    int64              `json:"duplicates" expr:"duplicates"`
 	Reordered     int64              `json:"reordered" expr:"reordered"`
 	Lost          int64              `json:"lost" expr:"lost"`
+	InFlight      int64              `json:"in_flight" expr:"in_flight"`
 	Rate          float64            `json:"rate" expr:"rate"`
 	SendRate      float64            `json:"send_rate" expr:"send_rate"`
 	RecvRate      float64            `json:"recv_rate" expr:"recv_rate"`
@@ -393,7 +394,7 @@ func (c *Collector) closePhaseLocked(now time.Time, atCut bool) Phase {
 			s.MaxSendRate, s.MaxRecvRate = NA, NA
 		}
 		s.FillRate(t.rec.Role)
-		s.Outage = outageStats(t.rec.outageList(c.start, now), p.Start, p.End)
+		s.Outage = outageStats(t.rec.outageList(c.start, now), p.Start, p.End, d)
 		p.Workloads[t.rec.Name] = s
 	}
 	p.Extra = gaugeCopy(c.phExt)
@@ -429,6 +430,7 @@ func (c *Collector) statsLocked(t *track, d Counters, h hists, end time.Time) St
 	if at := r.lagAt.Load(); at != 0 {
 		s.LagAge = max(0, end.Sub(time.Unix(0, at)).Seconds())
 	}
+	s.InFlight = max(0, s.Backlog.Messages-s.Lost)
 	if f := r.firstNanos.Load(); f != 0 {
 		s.FirstAt = time.Unix(0, f).Sub(c.start).Seconds()
 		s.LastAt = time.Unix(0, r.lastNanos.Load()).Sub(c.start).Seconds()
@@ -499,7 +501,7 @@ func (c *Collector) snapshotLocked(now time.Time, withSeries, atCut bool) Snapsh
 		t.runMax.set(&st)
 		st.FillRate(t.rec.Role)
 		outs := t.rec.outageList(c.start, now)
-		st.Outage = outageStats(outs, 0, s.Elapsed)
+		st.Outage = outageStats(outs, 0, s.Elapsed, cur)
 		s.Workloads[t.rec.Name] = st
 		s.Order = append(s.Order, t.rec.Name)
 		s.Outages = append(s.Outages, outs...)

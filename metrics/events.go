@@ -2,9 +2,11 @@ package metrics
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -56,10 +58,23 @@ type Outage struct {
 	Disconnects int64  `json:"disconnects"`
 	Reconnects  int64  `json:"reconnects"`
 	Reason      string `json:"reason,omitempty"` // the most frequent disconnect reason
-	// Failed are sends that failed while it lasted; Delayed are sends
-	// acknowledged with their intended send time inside it.
+	// Sends by their intended send time: Due were intended inside it and
+	// sent, Delayed of them were acknowledged (however late), Failed
+	// failed (whenever they failed). Delayed + Failed <= Due; the rest
+	// had no answer when the run ended.
+	Due     int64 `json:"due"`
 	Failed  int64 `json:"failed"`
 	Delayed int64 `json:"delayed"`
+}
+
+// OutageTally is what one outage has counted, keyed by the time of its
+// first disconnect (unix nanos): how worker processes and the series file
+// carry an outage's sends.
+type OutageTally struct {
+	Start   int64 `json:"start"`
+	Due     int64 `json:"due,omitempty"`
+	Failed  int64 `json:"failed,omitempty"`
+	Delayed int64 `json:"delayed,omitempty"`
 }
 
 // Duration is the outage's length in seconds.
@@ -80,7 +95,10 @@ type OutageStats struct {
 	Seconds float64 `json:"seconds" expr:"seconds"`
 	Count   int     `json:"count" expr:"count"`
 	// Clients is the most connections down at once.
-	Clients int   `json:"clients" expr:"clients"`
+	Clients int `json:"clients" expr:"clients"`
+	// Failed and Delayed are the sends intended during an outage that
+	// failed or were acknowledged, counted in the window in which they
+	// failed or were acknowledged (each send in one phase).
 	Failed  int64 `json:"failed" expr:"failed"`
 	Delayed int64 `json:"delayed" expr:"delayed"`
 }
@@ -91,16 +109,22 @@ type bucketKey struct {
 }
 
 type outageRec struct {
-	start, end int64 // unix nanos; end 0 while it lasts
+	start, end int64 // unix nanos, as the events tell; end 0 while it lasts
 	peak, of   int
 	disc, rec  int64
 	reasons    map[string]int64
 	phase      string
 	saidStart  bool // its start was announced
 	saidEnd    bool // its end was announced
-	// failed and delayed are counted in the recorder's counters; these
-	// are the counters' values when the outage began and ended.
-	failed0, delayed0, failed1, delayed1 int64
+	// from and to bound the intended send times that belong to it (to 0
+	// while it lasts): for events as they happen, when the recorder took
+	// them, so that a send is in or out of it alike when sent and when
+	// answered.
+	from, to atomic.Int64
+	// Sends intended in it: sent, acknowledged, failed.
+	due, delayed, failed atomic.Int64
+	// shipped is what TakeDelta has sent on already.
+	shipped OutageTally
 }
 
 // eventLog is a recorder's connection events: per-second counts and the
@@ -121,9 +145,14 @@ type eventLog struct {
 	phase     string
 }
 
-// Event records one connection event. It implements drivers.EventSink
-// through the workload that owns the recorder.
-func (r *Recorder) Event(e ConnEvent) {
+// Event records one connection event as it happens. It implements
+// drivers.EventSink through the workload that owns the recorder.
+func (r *Recorder) Event(e ConnEvent) { r.event(e, true) }
+
+// event records a connection event; live is false for events replayed
+// from another process or a file, whose outages hold sends by the events'
+// own times.
+func (r *Recorder) event(e ConnEvent, live bool) {
 	l := &r.events
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -158,11 +187,14 @@ func (r *Recorder) Event(e ConnEvent) {
 		l.down[e.Client] = struct{}{}
 		cur := l.current()
 		if cur == nil {
-			cur = &outageRec{start: e.At, reasons: map[string]int64{}, phase: l.phase,
-				failed0: r.failed.Load(), delayed0: r.outDelayed.Load()}
+			cur = &outageRec{start: e.At, reasons: map[string]int64{}, phase: l.phase}
+			// Published holding no send, then opened: a send that sees
+			// it open sees it when answered too.
+			cur.from.Store(math.MaxInt64)
 			l.outages = append(l.outages, cur)
-			r.outStart.Store(e.At)
-			r.outEnd.Store(0)
+			list := append([]*outageRec(nil), l.outages...)
+			r.outs.Store(&list)
+			cur.from.Store(takenAt(e.At, live))
 		}
 		cur.disc++
 		cur.reasons[e.Reason]++
@@ -181,8 +213,7 @@ func (r *Recorder) Event(e ConnEvent) {
 		cur.rec++
 		if len(l.down) == 0 {
 			cur.end = max(e.At, cur.start)
-			cur.failed1, cur.delayed1 = r.failed.Load(), r.outDelayed.Load()
-			r.outEnd.Store(cur.end)
+			cur.to.Store(max(takenAt(cur.end, live), cur.from.Load()))
 		}
 	case EventSendError:
 		r.sendErrors.Add(1)
@@ -191,6 +222,17 @@ func (r *Recorder) Event(e ConnEvent) {
 	case EventRebalance:
 		r.rebalances.Add(1)
 	}
+}
+
+// takenAt is the time that bounds an outage's sends for an event of time
+// at: when it was recorded, for an event taken as it happens (its time a
+// moment ago), so that a send is in or out of an outage alike when it is
+// sent and when it is answered; else the event's own time.
+func takenAt(at int64, live bool) int64 {
+	if now := time.Now().UnixNano(); live && at <= now && now-at < int64(time.Second) {
+		return now
+	}
+	return at
 }
 
 // current is the outage going on, or nil.
@@ -208,14 +250,102 @@ func (r *Recorder) setPhase(name string) {
 	r.events.mu.Unlock()
 }
 
-// inOutage reports whether an intended send time fell in the latest outage.
-func (r *Recorder) inOutage(intended int64) bool {
-	s := r.outStart.Load()
-	if s == 0 || intended < s {
-		return false
+// outageAt returns the outage an intended send time fell in, or nil.
+// Outages do not overlap: the latest that began before it is the only one
+// that can hold it.
+func (r *Recorder) outageAt(intended int64) *outageRec {
+	p := r.outs.Load()
+	if p == nil {
+		return nil
 	}
-	e := r.outEnd.Load()
-	return e == 0 || intended <= e
+	l := *p
+	for i := len(l) - 1; i >= 0; i-- {
+		o := l[i]
+		if intended < o.from.Load() {
+			continue
+		}
+		if to := o.to.Load(); to == 0 || intended <= to {
+			return o
+		}
+		return nil
+	}
+	return nil
+}
+
+// tallies lists what every outage has counted so far.
+func (r *Recorder) tallies() []OutageTally {
+	l := &r.events
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []OutageTally
+	for _, o := range l.outages {
+		out = append(out, o.tally())
+	}
+	return out
+}
+
+func (o *outageRec) tally() OutageTally {
+	return OutageTally{Start: o.start, Due: o.due.Load(), Failed: o.failed.Load(), Delayed: o.delayed.Load()}
+}
+
+// takeTallies returns what the outages counted since the previous call.
+func (r *Recorder) takeTallies() []OutageTally {
+	l := &r.events
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []OutageTally
+	for _, o := range l.outages {
+		t := o.tally()
+		d := OutageTally{Start: t.Start, Due: t.Due - o.shipped.Due, Failed: t.Failed - o.shipped.Failed, Delayed: t.Delayed - o.shipped.Delayed}
+		if d.Due != 0 || d.Failed != 0 || d.Delayed != 0 {
+			out = append(out, d)
+			o.shipped = t
+		}
+	}
+	return out
+}
+
+// addTallies adds what another process's outages counted (offset puts
+// their times on this clock) to the outage holding each one's start, or
+// the latest.
+func (r *Recorder) addTallies(ts []OutageTally, offset int64) {
+	for _, t := range ts {
+		o := r.outageAt(t.Start - offset)
+		if o == nil {
+			if p := r.outs.Load(); p != nil && len(*p) > 0 {
+				o = (*p)[len(*p)-1]
+			} else {
+				continue
+			}
+		}
+		o.due.Add(t.Due)
+		o.failed.Add(t.Failed)
+		o.delayed.Add(t.Delayed)
+	}
+}
+
+// setTallies sets what each outage counted, as a series file says.
+func (r *Recorder) setTallies(ts []OutageTally) {
+	l := &r.events
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, t := range ts {
+		for _, o := range l.outages {
+			if o.start == t.Start {
+				o.due.Store(t.Due)
+				o.failed.Store(t.Failed)
+				o.delayed.Store(t.Delayed)
+			}
+		}
+	}
+}
+
+// InOutage reports whether an outage of the workload goes on: some of its
+// connections are down.
+func (r *Recorder) InOutage() bool {
+	r.events.mu.Lock()
+	defer r.events.mu.Unlock()
+	return r.events.current() != nil
 }
 
 // eventCounts lists the per-second event counts, oldest first, with times
@@ -251,14 +381,12 @@ func (r *Recorder) outageOf(o *outageRec, start, now time.Time) Outage {
 	rel := func(ns int64) float64 { return time.Unix(0, ns).Sub(start).Seconds() }
 	x := Outage{Workload: r.Name, Phase: o.phase, Start: rel(o.start), Ended: o.end != 0, Clients: o.peak, Of: o.of,
 		Disconnects: o.disc, Reconnects: o.rec, Reason: topReason(o.reasons)}
-	f1, d1 := o.failed1, o.delayed1
 	if o.end == 0 {
 		x.End = now.Sub(start).Seconds()
-		f1, d1 = r.failed.Load(), r.outDelayed.Load()
 	} else {
 		x.End = rel(o.end)
 	}
-	x.Failed, x.Delayed = f1-o.failed0, d1-o.delayed0
+	x.Due, x.Failed, x.Delayed = o.due.Load(), o.failed.Load(), o.delayed.Load()
 	return x
 }
 
@@ -273,9 +401,10 @@ func topReason(m map[string]int64) string {
 }
 
 // outageStats sums the outages that overlap [from, to] (seconds since
-// start), clipped to it.
-func outageStats(os []Outage, from, to float64) OutageStats {
-	var s OutageStats
+// start), clipped to it; d are the counters over the window, which count
+// each send delayed or failed by an outage once, when it was answered.
+func outageStats(os []Outage, from, to float64, d Counters) OutageStats {
+	s := OutageStats{Failed: d.OutageFailed, Delayed: d.OutageDelayed}
 	for _, o := range os {
 		a, b := max(o.Start, from), min(o.End, to)
 		if b < a || (b == a && o.Start < from) {
@@ -284,8 +413,6 @@ func outageStats(os []Outage, from, to float64) OutageStats {
 		s.Seconds += b - a
 		s.Count++
 		s.Clients = max(s.Clients, o.Clients)
-		s.Failed += o.Failed
-		s.Delayed += o.Delayed
 	}
 	return s
 }

@@ -36,8 +36,9 @@ func TestOutageFromEvents(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("announcements at 6.1 s:\n got %q\nwant %q", got, want)
 	}
-	r.Failed()
-	r.Failed()
+	// Failed by their intended send time, inside the outage.
+	r.Failed(at(5.8))
+	r.Failed(at(6.2))
 	ev(EventSendError, "timeout", 0, 7.2)
 	ev(EventSendError, "timeout", 2, 7.4)
 	// Intended at 6 s, acked at 9 s: delayed by the outage.
@@ -143,7 +144,8 @@ func TestSeriesKeepsEvents(t *testing.T) {
 	for i := range 4 {
 		r.Event(ConnEvent{Kind: EventDisconnected, Reason: "connection refused", Client: i, Of: 4, At: at(1.5).UnixNano()})
 	}
-	r.Failed()
+	r.Sent(at(1.6))
+	r.Failed(at(1.6))
 	c.Sample(at(2))
 	for i := range 4 {
 		r.Event(ConnEvent{Kind: EventReconnected, Client: i, Of: 4, At: at(3.5).UnixNano()})
@@ -184,5 +186,72 @@ func BenchmarkAcked(b *testing.B) {
 				r.Acked(100, time.Millisecond, now)
 			}
 		})
+	}
+}
+
+// Sends count in an outage by their intended send time: an ack that comes
+// after every client reconnected is still delayed by it, a send that
+// failed after it but was intended in it is its failure, one intended
+// before it that failed in it is not. Every outage keeps its own window
+// and sends, and a phase counts each send once, when it was answered,
+// even when an outage spans two phases.
+func TestOutageCountsByIntendedTime(t *testing.T) {
+	start := time.Unix(1_000_000, 0)
+	c := NewCollector(start)
+	r := NewRecorder("devices", "produce", Role{Sends: true})
+	c.Add(r)
+	at := func(s float64) time.Time { return start.Add(time.Duration(s * float64(time.Second))) }
+	ev := func(kind string, s float64) {
+		r.Event(ConnEvent{Kind: kind, Client: 0, Of: 1, At: at(s).UnixNano()})
+	}
+	send := func(intended, answered float64, ok bool) {
+		r.Sent(at(intended))
+		if ok {
+			r.Acked(10, at(answered).Sub(at(intended)), at(answered))
+		} else {
+			r.Failed(at(intended))
+		}
+	}
+	c.StartPhase("a", at(1))
+	ev(EventDisconnected, 2) // first outage: 2 s to 4 s, across phases a and b
+	send(1.9, 2.5, false)    // intended before it: not its failure
+	send(2.1, 2.2, false)
+	c.StartPhase("b", at(3))
+	send(2.5, 3.5, true)
+	send(2.8, 3.2, false)
+	send(3.5, 6.0, true) // acked long after the reconnect
+	ev(EventReconnected, 4)
+	send(3.9, 9.0, true)
+	send(3.95, 9.5, false)    // failed late, intended inside
+	send(4.5, 4.6, true)      // after it
+	ev(EventDisconnected, 10) // second outage: 10 s to 11 s
+	send(10.5, 12, true)
+	send(10.6, 10.7, false)
+	ev(EventReconnected, 11)
+	send(11.5, 11.6, true)
+	fin := c.Finish(at(13))
+
+	if len(fin.Outages) != 2 {
+		t.Fatalf("outages: %+v", fin.Outages)
+	}
+	type sends struct{ due, delayed, failed int64 }
+	for i, want := range []sends{{due: 6, delayed: 3, failed: 3}, {due: 2, delayed: 1, failed: 1}} {
+		o := fin.Outages[i]
+		if got := (sends{o.Due, o.Delayed, o.Failed}); got != want {
+			t.Errorf("outage %d (%.0f-%.0f s): %+v, want %+v", i, o.Start, o.End, got, want)
+		}
+	}
+	ph := map[string]OutageStats{}
+	for _, p := range fin.Phases {
+		ph[p.Name] = p.Workloads["devices"].Outage
+	}
+	// Phase a: the failures at 2.2 and 2.5 s (one intended before the
+	// outage); b: everything answered from 3 s on.
+	if a, b := ph["a"], ph["b"]; a.Failed != 1 || a.Delayed != 0 || b.Failed != 3 || b.Delayed != 4 || a.Count != 1 || b.Count != 2 {
+		t.Errorf("phases: a %+v, b %+v", a, b)
+	}
+	run := fin.Workloads["devices"].Outage
+	if run.Failed != 4 || run.Delayed != 4 || run.Failed != ph["a"].Failed+ph["b"].Failed || run.Delayed != ph["a"].Delayed+ph["b"].Delayed {
+		t.Errorf("run %+v, phases %+v", run, ph)
 	}
 }

@@ -57,7 +57,7 @@ func (s *sim) send(n int, from, to float64, received bool) {
 			sec += (to - from) * float64(i) / float64(n-1)
 		}
 		s.until(sec)
-		s.prod.Sent()
+		s.prod.Sent(s.at(sec))
 		s.prod.Acked(100, 2*time.Millisecond, s.at(sec))
 		if received {
 			s.cons.Received(100, 5*time.Millisecond, s.at(sec))
@@ -144,8 +144,9 @@ func TestPhaseFigures(t *testing.T) {
 			s.phase("batch", 2.9)
 			s.until(3.1)
 			for i := range 100 {
-				s.prod.Sent()
-				s.prod.Acked(100, time.Duration(float64(99-i)/600*1e9)+time.Millisecond, s.at(3.1))
+				lat := time.Duration(float64(99-i)/600*1e9) + time.Millisecond
+				s.prod.Sent(s.at(3.1).Add(-lat))
+				s.prod.Acked(100, lat, s.at(3.1))
 				s.cons.Received(100, time.Millisecond, s.at(3.1))
 			}
 			s.phase("after", 3.2)

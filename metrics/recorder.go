@@ -53,12 +53,14 @@ type Recorder struct {
 	ackSpan, recvSpan span
 	lost              atomic.Pointer[func() int64]
 
-	// Connection events: counts, the latest outage's bounds (unix nanos,
-	// outEnd 0 while it lasts) and acked sends intended during outages.
+	// Connection events: counts, every outage (copy on write, read by
+	// every ack) and the sends intended during outages that were acked
+	// (delayed) or failed.
 	disconnects, reconnects   atomic.Int64
 	sendErrors, receiveErrors atomic.Int64
-	rebalances, outDelayed    atomic.Int64
-	outStart, outEnd          atomic.Int64
+	rebalances                atomic.Int64
+	outDelayed, outFailed     atomic.Int64
+	outs                      atomic.Pointer[[]*outageRec]
 	events                    eventLog
 }
 
@@ -91,6 +93,10 @@ func (r *Recorder) backlogValue() Backlog {
 	return Backlog{}
 }
 
+// Pending is the backlog as the accounting counts it now (zero for a
+// workload without one).
+func (r *Recorder) Pending() Backlog { return r.backlogValue() }
+
 func (r *Recorder) lostValue() int64 {
 	if f := r.lost.Load(); f != nil {
 		return (*f)()
@@ -103,8 +109,14 @@ func (r *Recorder) touch(now int64) {
 	r.lastNanos.Store(now)
 }
 
-// Sent counts one send attempt.
-func (r *Recorder) Sent() { r.sent.Add(1) }
+// Sent counts one send attempt intended at due: one intended during an
+// outage counts among the sends due in it.
+func (r *Recorder) Sent(due time.Time) {
+	r.sent.Add(1)
+	if o := r.outageAt(due.UnixNano()); o != nil {
+		o.due.Add(1)
+	}
+}
 
 // Acked counts one acknowledged message of size bytes and its latency from
 // the intended send time.
@@ -116,7 +128,10 @@ func (r *Recorder) Acked(bytes int, latency time.Duration, now time.Time) {
 	// A short phase's send rate is the rate its acked messages were meant
 	// to be sent at: acks may come back in one batch.
 	r.ackSpan.touch(now.UnixNano() - int64(latency))
-	if r.outStart.Load() != 0 && r.inOutage(now.UnixNano()-int64(latency)) {
+	// Every ack of a send intended during an outage is delayed by it,
+	// however late the ack comes.
+	if o := r.outageAt(now.UnixNano() - int64(latency)); o != nil {
+		o.delayed.Add(1)
 		r.outDelayed.Add(1)
 	}
 	r.cut.RUnlock()
@@ -127,8 +142,16 @@ func (r *Recorder) Acked(bytes int, latency time.Duration, now time.Time) {
 	}
 }
 
-// Failed counts one send the broker refused or that timed out.
-func (r *Recorder) Failed() { r.failed.Add(1) }
+// Failed counts one send intended at due that the broker refused or that
+// timed out; one intended during an outage is an outage's failed send,
+// whenever it failed.
+func (r *Recorder) Failed(due time.Time) {
+	r.failed.Add(1)
+	if o := r.outageAt(due.UnixNano()); o != nil {
+		o.failed.Add(1)
+		r.outFailed.Add(1)
+	}
+}
 
 // Received counts one received message seen for the first time; e2e < 0
 // means the message carried no planrun header (no end-to-end latency,
@@ -296,6 +319,7 @@ type Counters struct {
 	ReceiveErrors int64 `json:"receive_errors,omitempty"`
 	Rebalances    int64 `json:"rebalances,omitempty"`
 	OutageDelayed int64 `json:"outage_delayed,omitempty"`
+	OutageFailed  int64 `json:"outage_failed,omitempty"`
 }
 
 // Sub returns c - o, field by field.
@@ -308,6 +332,7 @@ func (c Counters) Sub(o Counters) Counters {
 		Disconnects: c.Disconnects - o.Disconnects, Reconnects: c.Reconnects - o.Reconnects,
 		SendErrors: c.SendErrors - o.SendErrors, ReceiveErrors: c.ReceiveErrors - o.ReceiveErrors,
 		Rebalances: c.Rebalances - o.Rebalances, OutageDelayed: c.OutageDelayed - o.OutageDelayed,
+		OutageFailed: c.OutageFailed - o.OutageFailed,
 	}
 }
 
@@ -321,6 +346,7 @@ func (r *Recorder) Counters() Counters {
 		Disconnects: r.disconnects.Load(), Reconnects: r.reconnects.Load(),
 		SendErrors: r.sendErrors.Load(), ReceiveErrors: r.receiveErrors.Load(),
 		Rebalances: r.rebalances.Load(), OutageDelayed: r.outDelayed.Load(),
+		OutageFailed: r.outFailed.Load(),
 	}
 }
 

@@ -27,6 +27,9 @@ type Delta struct {
 	// Events are the connection events recorded since the previous delta,
 	// on the clock of the process that took it.
 	Events []ConnEvent `json:",omitempty"`
+	// Outages are what the sender's outages counted since the previous
+	// delta (their sends by intended time).
+	Outages []OutageTally `json:",omitempty"`
 }
 
 // TakeDelta returns what was counted since prev and moves prev on. The
@@ -36,7 +39,7 @@ func (r *Recorder) TakeDelta(prev *Counters) (Delta, error) {
 	cur, h := r.snapshot()
 	defer hdrPool.Put(h.send)
 	defer hdrPool.Put(h.e2e)
-	d := Delta{Counters: cur.Sub(*prev), First: r.firstNanos.Load(), Last: r.lastNanos.Load(), LastLatency: r.lastLatency.Load(), Events: r.takeEvents()}
+	d := Delta{Counters: cur.Sub(*prev), First: r.firstNanos.Load(), Last: r.lastNanos.Load(), LastLatency: r.lastLatency.Load(), Events: r.takeEvents(), Outages: r.takeTallies()}
 	*prev = cur
 	d.AckSpan, d.RecvSpan = r.takeSpans()
 	var err error
@@ -78,12 +81,14 @@ func (r *Recorder) ApplyDelta(d Delta, offset int64) error {
 	r.reordered.Add(c.Reordered)
 	// Replayed events count the event counters themselves.
 	r.outDelayed.Add(c.OutageDelayed)
+	r.outFailed.Add(c.OutageFailed)
 	for _, e := range d.Events {
 		e.At -= offset
-		r.Event(e)
+		r.event(e, false)
 	}
 	r.ackSpan.add(d.AckSpan.Shift(offset))
 	r.recvSpan.add(d.RecvSpan.Shift(offset))
+	r.addTallies(d.Outages, offset)
 	if d.First != 0 {
 		first := d.First - offset
 		for {

@@ -63,8 +63,10 @@ type SeriesState struct {
 	// compressed and base64 encoded; empty when nothing was recorded.
 	Send string `json:"send_hist,omitempty"`
 	E2E  string `json:"e2e_hist,omitempty"`
-	// Events are the connection events recorded since the previous line.
-	Events []ConnEvent `json:"events,omitempty"`
+	// Events are the connection events recorded since the previous line;
+	// Outages what every outage has counted so far.
+	Events  []ConnEvent   `json:"events,omitempty"`
+	Outages []OutageTally `json:"outages,omitempty"`
 	// AckSpan and RecvSpan time the acks and receipts since the previous
 	// line (unix nanos): a short phase's rates run over them.
 	AckSpan  *Span `json:"ack_span,omitempty"`
@@ -112,7 +114,7 @@ func (c *Collector) stateLocked(t *track, cur Counters, iv hists, acks, recvs Sp
 	r := t.rec
 	s := &SeriesState{Counters: cur, Running: r.running.Load(), Lost: r.lostValue(),
 		LastLatency: float64(r.lastLatency.Load()) / 1e6, Send: encodeHist(iv.send), E2E: encodeHist(iv.e2e),
-		Events: r.takeFileEvents()}
+		Events: r.takeFileEvents(), Outages: r.tallies()}
 	if acks.First != 0 {
 		s.AckSpan = &acks
 	}
@@ -283,20 +285,13 @@ func (rp *replay) line(l SeriesLine) error {
 	return nil
 }
 
-// events replays the connection events of a line. An outage's failed and
-// delayed sends are told by the counters when it began and ended, which the
-// file has once a second: those of the line before for a disconnect, those
-// of the line for a reconnect.
+// events replays the connection events of a line, and what each outage
+// counted as of the line.
 func (t *replayTrack) events(st *SeriesState) {
 	for _, e := range st.Events {
-		c := st.Counters
-		if e.Kind == EventDisconnected {
-			c = t.last.Counters
-		}
-		t.rec.failed.Store(c.Failed)
-		t.rec.outDelayed.Store(c.OutageDelayed)
-		t.rec.Event(e)
+		t.rec.event(e, false)
 	}
+	t.rec.setTallies(st.Outages)
 }
 
 // outages are the track's outages as of end seconds into the run.
@@ -316,6 +311,7 @@ func (t *replayTrack) stats(d Counters, h hists, end float64) Stats {
 		FirstAt: t.last.FirstAt, LastAt: t.last.LastAt,
 		Events: EventStats{Disconnects: d.Disconnects, Reconnects: d.Reconnects, SendErrors: d.SendErrors,
 			ReceiveErrors: d.ReceiveErrors, Rebalances: d.Rebalances}}
+	s.InFlight = max(0, s.Backlog.Messages-s.Lost)
 	if s.FirstAt != 0 || s.LastAt != 0 {
 		s.Duration = s.LastAt - s.FirstAt
 	}
@@ -343,7 +339,7 @@ func (rp *replay) closePhase(end float64) {
 			s.MaxSendRate, s.MaxRecvRate = NA, NA
 		}
 		s.FillRate(t.role)
-		s.Outage = outageStats(rp.outages(t, end), p.Start, p.End)
+		s.Outage = outageStats(rp.outages(t, end), p.Start, p.End, d)
 		p.Workloads[name] = s
 	}
 	p.Extra = gaugeCopy(rp.extraPh)
@@ -366,7 +362,7 @@ func (rp *replay) finish() SeriesRun {
 		st := t.stats(t.last.Counters, t.run, rp.run.Ended)
 		t.runMax.set(&st)
 		outs := rp.outages(t, rp.run.Ended)
-		st.Outage = outageStats(outs, 0, rp.run.Ended)
+		st.Outage = outageStats(outs, 0, rp.run.Ended, t.last.Counters)
 		s.Workloads[name] = st
 		s.Outages = append(s.Outages, outs...)
 		s.Events = append(s.Events, t.rec.eventCounts(rp.run.Header.Started)...)

@@ -27,7 +27,7 @@ func TestReadSeriesEqualsFinish(t *testing.T) {
 	send := func(n int, from float64) {
 		for i := range n {
 			now := at(from + float64(i)/float64(n))
-			prod.Sent()
+			prod.Sent(now.Add(-time.Duration(i%50+1) * time.Millisecond))
 			prod.Acked(100, time.Duration(i%50+1)*time.Millisecond, now)
 			if i%4 != 0 {
 				cons.Received(100, time.Duration(i%70+2)*time.Millisecond, now)
@@ -41,8 +41,8 @@ func TestReadSeriesEqualsFinish(t *testing.T) {
 		case 1: // an outage of one of two clients, with sends failing in it
 			prod.Event(ConnEvent{Kind: EventDisconnected, Reason: "connection refused", Client: 1, Of: 2, At: at(1.5).UnixNano()})
 			for range 10 {
-				prod.Sent()
-				prod.Failed()
+				prod.Sent(at(1.55))
+				prod.Failed(at(1.55))
 			}
 			prod.Event(ConnEvent{Kind: EventSendError, Reason: "timeout", At: at(1.6).UnixNano()})
 		case 2:

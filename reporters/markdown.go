@@ -183,7 +183,7 @@ var runSections = []struct {
 	{"Consume (end-to-end latency from intended send time to receipt, ms)", ConsumeTable},
 	{"Driver figures at the end of each phase (connections, in flight...)", GaugeTable},
 	{"Events (connections lost and back, errors, rebalances; seconds since the start)", EventsTable},
-	{"Outages (time with connections down; sends that failed during it or were acked late because of it)", OutageTable},
+	{"Outages (time with connections down; of the sends intended during it, those that failed and those acked late)", OutageTable},
 	{"Collected figures (phase average / max)", ExtraTable},
 	{"Workers (first message in seconds since the start, on the conductor's clock; each worker's clock minus the conductor's, its largest change during the run and the best round trip, ms; control traffic with the conductor, kB)", WorkersTable},
 }
@@ -272,7 +272,7 @@ func ProduceTable(run *results.Run) ([]string, [][]string) {
 // ConsumeTable is a row per phase and receiving workload.
 func ConsumeTable(run *results.Run) ([]string, [][]string) {
 	header := []string{"phase", "workload", "duration s", "received", "distinct", "msg/s", "max msg/s", "MB/s", "avg", "p50", "p95", "p99", "p99.9", "max",
-		"backlog msgs", "backlog MB", "broker lag", "dup", "reordered"}
+		"backlog msgs", "in flight", "lost", "backlog MB", "broker lag", "dup", "reordered"}
 	var rows [][]string
 	names := workloadNames(run, receives)
 	for _, ph := range run.Metrics.Phases {
@@ -281,7 +281,7 @@ func ConsumeTable(run *results.Run) ([]string, [][]string) {
 			row := []string{phaseName(ph.Name), n, F(ph.Duration(), 1), I(s.Received), I(s.Distinct), F(s.RecvRate, 1), F(s.MaxRecvRate, 0), F(s.RecvMBps, 2)}
 			row = append(row, lat(s.E2E)...)
 			lag := lagCell(s, ph.Duration())
-			rows = append(rows, append(row, I(s.Backlog.Messages), F(float64(s.Backlog.Bytes)/1e6, 2), lag, I(s.Duplicates), I(s.Reordered)))
+			rows = append(rows, append(row, I(s.Backlog.Messages), I(s.InFlight), I(s.Lost), F(float64(s.Backlog.Bytes)/1e6, 2), lag, I(s.Duplicates), I(s.Reordered)))
 		}
 	}
 	return header, rows
@@ -444,7 +444,7 @@ func EventsTable(run *results.Run) ([]string, [][]string) {
 
 // OutageTable is a row per outage of a workload, in the phase it began in.
 func OutageTable(run *results.Run) ([]string, [][]string) {
-	header := []string{"phase", "workload", "from", "to", "seconds", "clients down", "reconnected", "reason", "sends failed", "sends delayed"}
+	header := []string{"phase", "workload", "from", "to", "seconds", "clients down", "reconnected", "reason", "sends due", "sends failed", "sends delayed"}
 	var rows [][]string
 	for _, o := range run.Metrics.Outages {
 		to := clockS(o.End)
@@ -456,7 +456,7 @@ func OutageTable(run *results.Run) ([]string, [][]string) {
 			down += " of " + strconv.Itoa(o.Of)
 		}
 		rows = append(rows, []string{phaseName(o.Phase), o.Workload, clockS(o.Start), to, F(o.Duration(), 1), down, I(o.Reconnects),
-			o.Reason, I(o.Failed), I(o.Delayed)})
+			o.Reason, I(o.Due), I(o.Failed), I(o.Delayed)})
 	}
 	return header, rows
 }

@@ -12,8 +12,9 @@ import (
 // Results saved before the format had a version read as version 1.
 // Version 2 adds the distinct count and phases that partition the run;
 // version 3 figures not measured (null), per-second points with counts
-// that add up to their phase, and the broker lag's age.
-const FormatVersion = 3
+// that add up to their phase, and the broker lag's age; version 4 the
+// in-flight part of the backlog and each outage's sends due.
+const FormatVersion = 4
 
 // Check is one invariant a reader of a result relies on: a named, small
 // function over one run that returns a sentence per violation, naming the

@@ -4,7 +4,6 @@ package steps
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"time"
 
@@ -14,8 +13,8 @@ import (
 
 func init() {
 	plan.RegisterStep(plan.StepKind{Name: "start", Doc: "start workloads in the background: `start: producer`, `start: [producer, consumer]` or `start: all`", New: func() plan.Step { return &Start{} }})
-	plan.RegisterStep(plan.StepKind{Name: "stop", Doc: "stop workloads and wait until they have stopped (consumers commit their position)", New: func() plan.Step { return &Stop{} }})
-	plan.RegisterStep(plan.StepKind{Name: "restart", Doc: "stop then start workloads, with an optional pause between", New: func() plan.Step { return &Restart{} }})
+	plan.RegisterStep(plan.StepKind{Name: "stop", Doc: "stop workloads and wait until they have stopped: senders first, then relays and consumers after a drain (consumers commit their position)", New: func() plan.Step { return &Stop{Drain: workloads.DefaultDrain} }})
+	plan.RegisterStep(plan.StepKind{Name: "restart", Doc: "stop (as stop does) then start workloads, with an optional pause between", New: func() plan.Step { return &Restart{Drain: workloads.DefaultDrain} }})
 }
 
 // Start starts workloads.
@@ -48,7 +47,8 @@ func startAll(ctx context.Context, ws []workloads.Workload) error {
 
 // Stop stops workloads.
 type Stop struct {
-	Workloads []string `yaml:"stop" doc:"workloads to stop, or all"`
+	Workloads []string      `yaml:"stop" doc:"workloads to stop, or all"`
+	Drain     time.Duration `yaml:"drain" default:"5s" doc:"when the step names a workload that sends: how long relays and consumers may go on receiving what was acknowledged before they are stopped (it ends once they have it all, or received nothing for a second); what they still miss is in flight unless proven lost. 0s stops them at once"`
 }
 
 // Check checks the names.
@@ -57,29 +57,17 @@ func (s *Stop) Check(c *plan.CheckContext) { c.CheckWorkloads(s.Workloads, "stop
 // Describe names the step in output.
 func (s *Stop) Describe() string { return "stop " + strings.Join(s.Workloads, ", ") }
 
-// Run stops the workloads concurrently and waits for all of them.
+// Run stops the workloads in order (workloads.StopInOrder) and waits for
+// all of them.
 func (s *Stop) Run(ctx context.Context, r plan.Runtime) error {
-	return stopAll(ctx, r.Workloads(s.Workloads))
-}
-
-func stopAll(ctx context.Context, ws []workloads.Workload) error {
-	errs := make(chan error, len(ws))
-	for _, w := range ws {
-		go func() { errs <- w.Stop(ctx) }()
-	}
-	var all []error
-	for range ws {
-		if err := <-errs; err != nil {
-			all = append(all, err)
-		}
-	}
-	return errors.Join(all...)
+	return workloads.StopInOrder(ctx, r.Workloads(s.Workloads), s.Drain)
 }
 
 // Restart stops then starts workloads.
 type Restart struct {
 	Workloads []string      `yaml:"restart" doc:"workloads to restart, or all"`
 	Pause     time.Duration `yaml:"pause" default:"0s" doc:"how long to stay stopped before starting again"`
+	Drain     time.Duration `yaml:"drain" default:"5s" doc:"when the step names a workload that sends: how long relays and consumers may go on receiving what was acknowledged before they are stopped (it ends once they have it all, or received nothing for a second); what they still miss is in flight unless proven lost. 0s stops them at once"`
 }
 
 // Check checks the names.
@@ -91,7 +79,7 @@ func (s *Restart) Describe() string { return "restart " + strings.Join(s.Workloa
 // Run stops, pauses, starts.
 func (s *Restart) Run(ctx context.Context, r plan.Runtime) error {
 	ws := r.Workloads(s.Workloads)
-	if err := stopAll(ctx, ws); err != nil {
+	if err := workloads.StopInOrder(ctx, ws, s.Drain); err != nil {
 		return err
 	}
 	if s.Pause > 0 {

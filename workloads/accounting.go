@@ -70,6 +70,11 @@ type Group struct {
 	anonExpected, anonSeen   int64
 	anonExpectedB, anonSeenB int64
 	last                     map[[2]uint32]uint64 // (producer, partition) -> highest seq
+	// lost is how many of the messages not received the run proved lost
+	// when the group's workloads last stopped (see Settle); active counts
+	// the group's running workloads.
+	lost   int64
+	active int
 }
 
 // GroupStats are a group's figures.
@@ -286,6 +291,82 @@ func (g *Group) backlogLocked() metrics.Backlog {
 		Messages: g.expectedN - g.matchedN + max(0, g.anonExpected-g.anonSeen),
 		Bytes:    g.expectedB - g.matchedB + max(0, g.anonExpectedB-g.anonSeenB),
 	}
+}
+
+// Lost is how many of the messages the group has not received are
+// proven lost (see Settle); the rest of its backlog is in flight.
+func (a *Accounting) Lost(g *Group) int64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return min(g.lost, g.backlogLocked().Messages)
+}
+
+// Join counts a workload of the group starting (n = 1) or stopping (n = -1).
+func (a *Accounting) Join(g *Group, n int) {
+	a.mu.Lock()
+	g.active += n
+	a.mu.Unlock()
+}
+
+// Settle decides, once the last workload of the group has stopped, how many
+// of the messages the group has not received are lost rather than in
+// flight. Two proofs hold:
+//   - the broker's own count: lag, when given, reads how many messages the
+//     broker still holds for the group (its consumers have committed their
+//     position). What the group misses beyond that count is no longer in the
+//     broker: lost = missing - lag, a lower bound when the topic also holds
+//     other messages or duplicates. It is read after the missing messages
+//     are counted, so a message acknowledged in between can only make the
+//     count larger, never turn a message in flight into a lost one.
+//   - gaps, for brokers without such a count and only after a drain that
+//     ended with nothing more arriving (gaps true): a message is lost when a
+//     later message of its sending thread (a higher sequence number) was
+//     received. Brokers that keep partitions and can fall behind per
+//     partition (Kafka, RocketMQ, memory) give a count instead, so a lagging
+//     consumer's backlog is never called lost.
+//
+// Without either proof the previous figure stays (what was proven lost
+// stays lost) and everything else missing is in flight.
+func (a *Accounting) Settle(g *Group, gaps bool, lag func() (int64, bool)) {
+	a.mu.Lock()
+	if g.active > 0 {
+		a.mu.Unlock()
+		return // another workload of the group still receives
+	}
+	missing := g.backlogLocked().Messages
+	var gapped int64
+	if gaps && lag == nil {
+		gapped = g.gapsLocked()
+	}
+	a.mu.Unlock()
+	lost, proven := int64(0), false
+	if lag != nil {
+		if n, ok := lag(); ok {
+			lost, proven = max(0, missing-n), true
+		}
+	} else if gaps {
+		lost, proven = gapped, true
+	}
+	if !proven {
+		return
+	}
+	a.mu.Lock()
+	g.lost = lost
+	a.mu.Unlock()
+}
+
+// gapsLocked counts the messages the group expected and did not receive
+// whose sending thread had a later message received.
+func (g *Group) gapsLocked() int64 {
+	var n int64
+	for s, exp := range g.expected {
+		seen := g.seen[s]
+		if seen == nil || seen.IsEmpty() {
+			continue
+		}
+		n += int64(roaring64.AndNot(exp, seen).Rank(seen.Maximum()))
+	}
+	return n
 }
 
 // Stats returns the figures of the group key (zero if it is unknown).

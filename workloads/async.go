@@ -156,7 +156,7 @@ func (a *asyncSender) run(ctx context.Context, pacer *Pacer) {
 			m.Key = r.key
 		}
 		r.topic = concreteTopic(a.resolve, &m)
-		p.rec.Sent()
+		p.rec.Sent(due)
 		a.inflight.Add(1)
 		if err := a.as.SendAsync(a.flight, &m, r); err != nil {
 			a.inflight.Add(-1)
@@ -164,7 +164,7 @@ func (a *asyncSender) run(ctx context.Context, pacer *Pacer) {
 			if a.flight.Err() != nil {
 				break
 			}
-			a.failed(err)
+			a.failed(err, due)
 		}
 	}
 	for a.inflight.Load() > 0 {
@@ -188,9 +188,9 @@ func (a *asyncSender) waitRoom(ctx context.Context) bool {
 	return ctx.Err() == nil
 }
 
-func (a *asyncSender) failed(err error) {
+func (a *asyncSender) failed(err error, due time.Time) {
 	p := a.p
-	p.rec.Failed()
+	p.rec.Failed(due)
 	sendFailed(newSink(p.rec, 0, 1), err)
 	if p.warnedOnce.CompareAndSwap(false, true) {
 		p.env.Warn(fmt.Sprintf("workload %q: send failed: %v (further failures are counted, not printed)", p.name, err))
@@ -217,7 +217,7 @@ func (r *asyncSend) Done(err error) {
 		p.rec.Acked(len(r.value), now.Sub(r.due), now)
 		p.env.Acct.Ack(p.targetName, r.topic, r.h, r.full, len(r.value))
 	case a.flight.Err() == nil: // else abandoned at a stop that timed out: neither acked nor failed
-		a.failed(err)
+		a.failed(err, r.due)
 	}
 	r.topic = ""
 	a.free.Put(r)

@@ -126,10 +126,13 @@ steps:
 				// repeats back forwarded are its duplicates.
 				"s1+s2+s3": {1028, 900, 0, 0, 128, -1},
 				// Subscribed once all was sent, with clean sessions: what
-				// their subscriptions cover is lost to them, and nothing else.
-				"late":         {0, 0, 1000, 1000, 0, 0},
-				"lateshare":    {0, 0, 1000, 1000, 0, 0},
-				"latetemplate": {0, 0, 500, 500, 0, 0},
+				// their subscriptions cover is their backlog, and nothing
+				// else. No later message of those streams arrived, so the
+				// run cannot prove it lost: it is in flight (a broker that
+				// kept a session for them would still deliver it).
+				"late":         {0, 0, 0, 1000, 0, 0},
+				"lateshare":    {0, 0, 0, 1000, 0, 0},
+				"latetemplate": {0, 0, 0, 500, 0, 0},
 			},
 		},
 	} {

@@ -62,7 +62,7 @@ func NewRelay(name string, s RelaySection, src drivers.Target, srcName string, d
 	r.group = subscribe(env.Acct, src, srcName, drivers.ConsumerSpec{Workload: name, Topic: from.Topic, Group: from.Group, Options: fromOpts})
 	r.rec = metrics.NewRecorder(name, relayKind.Name, relayKind.Role)
 	r.rec.SetBacklog(func() metrics.Backlog { return env.Acct.Backlog(r.group) })
-	r.rec.SetLost(func() int64 { return env.Acct.Backlog(r.group).Messages })
+	r.rec.SetLost(func() int64 { return env.Acct.Lost(r.group) })
 	r.rec.SetGauges(func() map[string]float64 { return map[string]float64{"queued": float64(r.queued.Load())} })
 	return r
 }
@@ -99,6 +99,7 @@ func (r *Relay) Start(ctx context.Context) error {
 		_ = dc.Close()
 		return err
 	}
+	r.env.Acct.Join(r.group, 1)
 	wctx, cancel := context.WithCancel(wctx)
 
 	var q handoff
@@ -147,6 +148,7 @@ func (r *Relay) Start(ctx context.Context) error {
 			r.env.Warn(fmt.Sprintf("workload %q: closing producer: %v", r.name, err))
 		}
 		r.queued.Store(0)
+		settle(r.env, r.group, r.src, r.from.Topic, r.from.Group, time.Second, r.rec, r.settled.Load())
 		r.finish()
 	}()
 	return nil
@@ -154,14 +156,14 @@ func (r *Relay) Start(ctx context.Context) error {
 
 func (r *Relay) publish(ctx context.Context, dp drivers.Producer, it relayed, stop context.CancelFunc) {
 	m := &drivers.Message{Topic: r.to.Topic, Key: it.m.Key, Value: it.m.Value, Source: it.m.Source}
-	r.rec.Sent()
+	r.rec.Sent(it.at)
 	err := dp.Send(ctx, m)
 	now := time.Now()
 	if err != nil {
 		if ctx.Err() != nil {
 			return
 		}
-		r.rec.Failed()
+		r.rec.Failed(it.at)
 		sendFailed(newSink(r.rec, 0, 1), err)
 		if r.warned.CompareAndSwap(false, true) {
 			r.env.Warn(fmt.Sprintf("workload %q: publish failed: %v (further failures are counted, not printed)", r.name, err))

@@ -70,7 +70,12 @@ type lifecycle struct {
 	// them only when the stop's own deadline passes.
 	inflight     context.Context
 	cancelFlight context.CancelFunc
+	// settled says that the drain before the latest stop ended with
+	// nothing more arriving (see StopInOrder).
+	settled atomic.Bool
 }
+
+func (l *lifecycle) drained(settled bool) { l.settled.Store(settled) }
 
 // begin marks the workload running and returns the context of this start;
 // run must call finish when all its goroutines are done.
@@ -89,6 +94,7 @@ func (l *lifecycle) begin(ctx context.Context, name string) (context.Context, er
 	l.inflight, l.cancelFlight = context.WithCancel(context.WithoutCancel(ctx))
 	l.cancel = cancel
 	l.done = make(chan struct{})
+	l.settled.Store(false)
 	l.running.Store(true)
 	l.rec.SetRunning(true)
 	l.env.changed()
@@ -369,14 +375,14 @@ func (p *Producer) loop(ctx, flight context.Context, dp drivers.Producer, pacer 
 		case "random":
 			m.Key = strconv.AppendUint(nil, rand.Uint64(), 16)
 		}
-		p.rec.Sent()
+		p.rec.Sent(due)
 		err := dp.Send(flight, m)
 		now := time.Now()
 		if err != nil {
 			if flight.Err() != nil {
 				return // abandoned at a stop that timed out: neither acked nor failed
 			}
-			p.rec.Failed()
+			p.rec.Failed(due)
 			sendFailed(newSink(p.rec, 0, 1), err)
 			if p.warnedOnce.CompareAndSwap(false, true) {
 				p.env.Warn(fmt.Sprintf("workload %q: send failed: %v (further failures are counted, not printed)", p.name, err))
@@ -417,7 +423,7 @@ func NewConsumer(name string, spec ConsumeSpec, opts any, target drivers.Target,
 	c.group = subscribe(env.Acct, target, targetName, drivers.ConsumerSpec{Workload: name, Topic: spec.Topic, Group: spec.Group, Options: opts})
 	c.rec = metrics.NewRecorder(name, consumeKind.Name, consumeKind.Role)
 	c.rec.SetBacklog(func() metrics.Backlog { return env.Acct.Backlog(c.group) })
-	c.rec.SetLost(func() int64 { return env.Acct.Backlog(c.group).Messages })
+	c.rec.SetLost(func() int64 { return env.Acct.Lost(c.group) })
 	return c
 }
 
@@ -451,6 +457,7 @@ func (c *Consumer) Start(ctx context.Context) error {
 		}
 		return err
 	}
+	c.env.Acct.Join(c.group, 1)
 	wctx, cancel := context.WithCancel(wctx)
 	handle := func(m *drivers.Message) { c.handle(m, cancel) }
 	var wg sync.WaitGroup
@@ -472,7 +479,10 @@ func (c *Consumer) Start(ctx context.Context) error {
 			}
 		}
 		cancel()
-		c.refreshLag()
+		// The lag read once more after the consumers committed their
+		// position, so the figure at the end of a phase is not a second
+		// old, and what of the backlog is lost.
+		settle(c.env, c.group, c.target, c.spec.Topic, c.spec.Group, c.spec.LagInterval, c.rec, c.settled.Load())
 		c.finish()
 	}()
 	return nil
@@ -528,20 +538,6 @@ func (c *Consumer) handle(m *drivers.Message, stop context.CancelFunc) {
 	receive(m, c.env, c.group, c.rec)
 	if n := c.received.Add(1); c.spec.Count > 0 && n >= c.spec.Count {
 		stop()
-	}
-}
-
-// refreshLag reads the lag once more after the consumers committed their
-// position at a stop, so the figure at the end of a phase is not a second old.
-func (c *Consumer) refreshLag() {
-	lr, ok := drivers.As[drivers.LagReader](c.target)
-	if !ok || c.spec.LagInterval <= 0 {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-	defer cancel()
-	if n, err := lr.Lag(ctx, c.spec.Topic, c.spec.Group); err == nil {
-		c.rec.SetLag(n)
 	}
 }
 

@@ -109,7 +109,8 @@ func (b *Broker) CreateTopic(_ context.Context, name string, n int) error {
 	return nil
 }
 
-// Lag is what the group has not committed yet.
+// Lag is what the group has not committed yet, with the messages
+// reorder_every holds back (acknowledged and still in the broker).
 func (b *Broker) Lag(_ context.Context, name, group string) (int64, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -122,6 +123,9 @@ func (b *Broker) Lag(_ context.Context, name, group string) (int64, error) {
 			o = offs[p]
 		}
 		lag += int64(len(t.parts[p])) - o
+		if t.held[p] != nil {
+			lag++
+		}
 	}
 	return lag, nil
 }
