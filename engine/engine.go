@@ -436,6 +436,7 @@ func (r *Run) steps(ctx context.Context, out *results.Run) error {
 			if !ok {
 				rec.Skipped = true
 				out.Steps = append(out.Steps, rec)
+				r.skippedProbes(s)
 				continue
 			}
 		}
@@ -567,6 +568,23 @@ func (r *Run) AddAssert(a results.Assert) {
 		mark = "FAILED"
 	}
 	r.engine.printf("assert %s: %s %s\n", mark, a.Expr, a.Detail)
+}
+
+// skippedProbes records the probes a step skipped by its if: would have
+// kept as empty (JSON null, an empty report cell), unless an earlier step
+// kept a value under the same name.
+func (r *Run) skippedProbes(s *plan.StepDef) {
+	k, ok := s.Step.(plan.ProbeKeeper)
+	if !ok {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, name := range k.KeptProbes() {
+		if _, set := r.probes[name]; name != "" && !set {
+			r.probes[name] = nil
+		}
+	}
 }
 
 // SetProbe stores a probe's result for expressions and reports.

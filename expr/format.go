@@ -59,6 +59,9 @@ func CheckFormat(format string, kind reflect.Kind) string {
 
 // FormatCell prints a table cell value.
 func FormatCell(format string, v any) string {
+	if v == nil {
+		return "" // a probe whose step was skipped by its if:
+	}
 	if format != "" {
 		switch v.(type) {
 		case float64, int64, int, string, bool:

@@ -50,6 +50,13 @@ type Checker interface {
 	Check(c *CheckContext)
 }
 
+// ProbeKeeper is a step that keeps values as probes.<name> (SetProbe):
+// expressions of later steps and of the report may read them, earlier
+// ones may not.
+type ProbeKeeper interface {
+	KeptProbes() []string
+}
+
 // StepKind is a registered kind of step.
 type StepKind = registry.Kind[Step]
 

@@ -137,6 +137,10 @@ func Render(w io.Writer, res *results.Result) {
 			}
 			sort.Strings(keys)
 			for _, k := range keys {
+				if run.Probes[k] == nil {
+					fmt.Fprintf(w, "- probe %s: none (its step was skipped by its if:)\n", k)
+					continue
+				}
 				fmt.Fprintf(w, "- probe %s = %v\n", k, run.Probes[k])
 			}
 			fmt.Fprintln(w)
