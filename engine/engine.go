@@ -105,6 +105,7 @@ type Run struct {
 
 	mu        sync.Mutex
 	probes    map[string]any
+	searches  []results.Search
 	asserts   []results.Assert
 	warnings  []string
 	phase     string
@@ -261,6 +262,7 @@ func (e *Engine) executeOne(ctx context.Context, p *plan.Plan, index int, res *r
 	r.mu.Lock()
 	out.Asserts = r.asserts
 	out.Probes = r.probes
+	out.Searches = r.searches
 	out.Warnings = r.warnings
 	r.mu.Unlock()
 	for _, a := range out.Asserts {
@@ -591,6 +593,13 @@ func (r *Run) skippedProbes(s *plan.StepDef) {
 func (r *Run) SetProbe(name string, v any) {
 	r.mu.Lock()
 	r.probes[name] = v
+	r.mu.Unlock()
+}
+
+// AddSearch records a search step's trials.
+func (r *Run) AddSearch(s results.Search) {
+	r.mu.Lock()
+	r.searches = append(r.searches, s)
 	r.mu.Unlock()
 }
 

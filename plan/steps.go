@@ -42,6 +42,8 @@ type Runtime interface {
 	// StartPhase closes the current metrics phase and opens name, as a
 	// step's phase: key does.
 	StartPhase(name string)
+	// AddSearch records a search step's trials for the report.
+	AddSearch(s results.Search)
 }
 
 // Checker is a step that checks itself after decoding (workload names
