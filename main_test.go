@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/planrun/planrun/internal/testenv"
 	"github.com/planrun/planrun/metrics"
 	"github.com/planrun/planrun/results"
 )
@@ -163,20 +164,6 @@ func TestQuickstartEndToEnd(t *testing.T) {
 	}
 }
 
-// realBroker returns the address of a broker .ci/services.sh started, or
-// skips; in CI a missing broker is a failure, not a skip.
-func realBroker(t *testing.T, env string) string {
-	t.Helper()
-	v := os.Getenv(env)
-	if v == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s is not set: .ci/services.sh should have started the broker", env)
-		}
-		t.Skipf("%s not set (run: eval \"$(bash .ci/services.sh)\")", env)
-	}
-	return v
-}
-
 // The seed plans, scaled down, against the real brokers from Debian.
 func TestSeedPlansOnRealBrokers(t *testing.T) {
 	if testing.Short() {
@@ -188,10 +175,10 @@ func TestSeedPlansOnRealBrokers(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{"artemis round trip on ActiveMQ", map[string]string{"MQTT_URL": realBroker(t, "PLANRUN_TEST_ACTIVEMQ")},
+		{"artemis round trip on ActiveMQ", map[string]string{"MQTT_URL": testenv.Broker(t, "PLANRUN_TEST_ACTIVEMQ")},
 			[]string{"--set", "n=2000", "--set", "size=11B,1KB", "plans/artemis-roundtrip.yaml"},
 			[]string{"| 2000 | 11B  | queue |", "| 2000 | 1KB  | pool  |"}},
-		{"emqx-redis on mosquitto and redis-server", map[string]string{"MQTT_URL": realBroker(t, "PLANRUN_TEST_MOSQUITTO"), "REDIS_ADDR": realBroker(t, "PLANRUN_TEST_REDIS")},
+		{"emqx-redis on mosquitto and redis-server", map[string]string{"MQTT_URL": testenv.Broker(t, "PLANRUN_TEST_MOSQUITTO"), "REDIS_ADDR": testenv.Broker(t, "PLANRUN_TEST_REDIS")},
 			[]string{"--set", "clients=300", "--set", "duration=3s", "--set", "threads=50", "--set", "redis_key=planrun_test_" + strings.ReplaceAll(t.Name(), "/", "_"), "plans/emqx-redis.yaml"},
 			[]string{"Message counts"}},
 	}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/planrun/planrun/internal/testenv"
 	"github.com/planrun/planrun/metrics"
 	"github.com/planrun/planrun/results"
 )
@@ -24,9 +25,9 @@ func TestMosquittoKilledAndRestarted(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end run")
 	}
-	brokerURL := realBroker(t, "PLANRUN_TEST_MOSQUITTO_RESTART")
-	pidfile := realBroker(t, "PLANRUN_TEST_MOSQUITTO_RESTART_PIDFILE")
-	start := realBroker(t, "PLANRUN_TEST_MOSQUITTO_RESTART_START")
+	brokerURL := testenv.Broker(t, "PLANRUN_TEST_MOSQUITTO_RESTART")
+	pidfile := testenv.Broker(t, "PLANRUN_TEST_MOSQUITTO_RESTART_PIDFILE")
+	start := testenv.Broker(t, "PLANRUN_TEST_MOSQUITTO_RESTART_START")
 	u, err := url.Parse(brokerURL)
 	if err != nil {
 		t.Fatal(err)

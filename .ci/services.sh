@@ -7,6 +7,9 @@
 #   ActiveMQ 5.17      MQTT   127.0.0.1:18832
 #   redis-server       Redis  127.0.0.1:16379
 #
+# and installs prometheus-node-exporter, which a collector test starts on a
+# port of its own.
+#
 # Run as root on Debian 12. Idempotent: a service whose port already answers
 # is left alone. Everything it says goes to stderr; stdout carries only the
 # `export` lines, so CI can do:
@@ -82,7 +85,7 @@ fi
 [[ $(id -u) == 0 ]] || die "run as root (it installs packages)"
 
 install_packages() {
-	local pkgs=(mosquitto mosquitto-clients redis-server activemq libmqtt-client-java) missing=() p
+	local pkgs=(mosquitto mosquitto-clients redis-server activemq libmqtt-client-java prometheus-node-exporter) missing=() p
 	for p in "${pkgs[@]}"; do
 		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 	done

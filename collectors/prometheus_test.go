@@ -15,6 +15,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/planrun/planrun/internal/testenv"
 	"github.com/planrun/planrun/yamldecode"
 )
 
@@ -261,13 +262,10 @@ func TestPrometheusErrors(t *testing.T) {
 	}
 }
 
-// TestNodeExporter scrapes Debian's prometheus-node-exporter when it is
-// installed.
+// TestNodeExporter scrapes Debian's prometheus-node-exporter (installed by
+// .ci/services.sh).
 func TestNodeExporter(t *testing.T) {
-	bin, err := exec.LookPath("prometheus-node-exporter")
-	if err != nil {
-		t.Skip("prometheus-node-exporter is not installed")
-	}
+	bin := testenv.Program(t, "prometheus-node-exporter", "prometheus-node-exporter")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -111,6 +111,7 @@ type Run struct {
 
 	mu        sync.Mutex
 	probes    map[string]any
+	searches  []results.Search
 	asserts   []results.Assert
 	warnings  []string
 	phase     string
@@ -275,6 +276,7 @@ func (e *Engine) executeOne(ctx context.Context, p *plan.Plan, index int, res *r
 	r.mu.Lock()
 	out.Asserts = r.asserts
 	out.Probes = r.probes
+	out.Searches = r.searches
 	out.Warnings = r.warnings
 	r.mu.Unlock()
 	for _, a := range out.Asserts {
@@ -450,6 +452,7 @@ func (r *Run) steps(ctx context.Context, out *results.Run) error {
 			if !ok {
 				rec.Skipped = true
 				out.Steps = append(out.Steps, rec)
+				r.skippedProbes(s)
 				continue
 			}
 		}
@@ -588,10 +591,34 @@ func (r *Run) AddAssert(a results.Assert) {
 	r.engine.printf("assert %s: %s %s\n", mark, a.Expr, a.Detail)
 }
 
+// skippedProbes records the probes a step skipped by its if: would have
+// kept as empty (JSON null, an empty report cell), unless an earlier step
+// kept a value under the same name.
+func (r *Run) skippedProbes(s *plan.StepDef) {
+	k, ok := s.Step.(plan.ProbeKeeper)
+	if !ok {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, name := range k.KeptProbes() {
+		if _, set := r.probes[name]; name != "" && !set {
+			r.probes[name] = nil
+		}
+	}
+}
+
 // SetProbe stores a probe's result for expressions and reports.
 func (r *Run) SetProbe(name string, v any) {
 	r.mu.Lock()
 	r.probes[name] = v
+	r.mu.Unlock()
+}
+
+// AddSearch records a search step's trials.
+func (r *Run) AddSearch(s results.Search) {
+	r.mu.Lock()
+	r.searches = append(r.searches, s)
 	r.mu.Unlock()
 }
 

@@ -135,6 +135,9 @@ func cells(spec plan.TableSpec, env map[string]any) []string {
 	out := make([]string, len(spec.Columns))
 	for i, c := range spec.Columns {
 		v, err := c.Value.Eval(env)
+		if err != nil && c.Value.EmptyProbe(env) != "" {
+			continue // over a probe whose step was skipped: empty
+		}
 		if err != nil {
 			out[i] = "error: " + err.Error()
 			continue

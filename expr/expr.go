@@ -113,6 +113,7 @@ type Expr struct {
 	// parts are the comparisons inside a condition, shown in progress lines
 	// so a user sees how far a wait is from holding.
 	parts []exprPart
+	refs  refs
 }
 
 type exprPart struct {
@@ -144,6 +145,10 @@ func (e *Expr) decode(d *yamldecode.Decoder, n *yaml.Node, boolean bool) {
 	if err != nil {
 		d.Errs.At(n, "expression %q: %s", e.Src, exprErr(err, env))
 		return
+	}
+	e.refs = findRefs(e.Src)
+	if msg := e.checkProbes(env); msg != "" {
+		d.Errs.At(n, "expression %q: %s", e.Src, msg)
 	}
 	for _, m := range phaseRef.FindAllStringSubmatch(e.Src, -1) {
 		if !slices.Contains(env.Phases, m[1]) {
@@ -291,6 +296,9 @@ func (b *BoolExpr) True(env map[string]any) (bool, error) {
 		return false, fmt.Errorf("evaluating %q: %w", b.Src, na)
 	}
 	if err != nil {
+		if perr := b.emptyProbes(env); perr != nil {
+			err = perr
+		}
 		return false, fmt.Errorf("evaluating %q: %w", b.Src, err)
 	}
 	t, _ := v.(bool)

@@ -63,6 +63,9 @@ func CheckFormat(format string, kind reflect.Kind) string {
 
 // FormatCell prints a table cell value.
 func FormatCell(format string, v any) string {
+	if v == nil {
+		return "" // a probe whose step was skipped by its if:
+	}
 	if f, ok := v.(float64); ok && math.IsNaN(f) {
 		return "n/a"
 	}

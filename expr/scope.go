@@ -26,6 +26,10 @@ type Scope struct {
 	Collectors map[string][]string // collector name -> figure names
 	Vars       map[string]string
 	Phases     []string // phase names the steps declare
+	// Probes are the probes (probes.<name>) the steps before the one
+	// being loaded keep; an expression that reads another is an error.
+	// Nil: not tracked.
+	Probes []string
 
 	varsType reflect.Type
 }

@@ -26,6 +26,12 @@ type CheckContext struct {
 	// Phases lists every phase name the plan declares, for asserts that
 	// name one.
 	Phases []string
+	// NotRun is set when the step's if: is false for the plan's variables
+	// (such as vars.mqtt_url == "embedded" with a real broker's URL): the
+	// step will not run, so it is checked for its own mistakes (names,
+	// values) but not refused for what it would do to the targets as
+	// these variables configure them.
+	NotRun bool
 }
 
 // Workload returns the named workload definition, or nil.
@@ -279,6 +285,8 @@ func (p *Plan) decodeSteps(d *yamldecode.Decoder) {
 		}
 	}
 	p.Scope.Phases = phases
+	// Expressions may read the probes of earlier steps only.
+	p.Scope.Probes = []string{}
 	for i, sn := range n.Content {
 		if sn.Kind != yaml.MappingNode {
 			d.Errs.At(sn, "step %d must be a mapping such as \"- start: producer\"; step kinds: %s", i+1, strings.Join(stepNames(), ", "))
@@ -328,8 +336,20 @@ func (p *Plan) decodeSteps(d *yamldecode.Decoder) {
 		}
 		def := &StepDef{Kind: kind.Name, Step: kind.New(), Line: sn.Line, Col: sn.Column, Index: i}
 		d.DecodeStructs(sn, fmt.Sprintf("step %d (%s)", i+1, kind.Name), &def.Common, def.Step)
+		notRun := false
+		if def.If != nil {
+			v, known := def.If.AtLoad(p.Scope)
+			notRun = known && !v
+		}
 		if c, ok := def.Step.(Checker); ok {
-			c.Check(&CheckContext{Plan: p, Errs: d.Errs, Node: sn, Phases: phases})
+			c.Check(&CheckContext{Plan: p, Errs: d.Errs, Node: sn, Phases: phases, NotRun: notRun})
+		}
+		if k, ok := def.Step.(ProbeKeeper); ok {
+			for _, name := range k.KeptProbes() {
+				if name != "" && !contains(p.Scope.Probes, name) {
+					p.Scope.Probes = append(p.Scope.Probes, name)
+				}
+			}
 		}
 		p.Steps = append(p.Steps, def)
 	}

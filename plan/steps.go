@@ -42,12 +42,21 @@ type Runtime interface {
 	// StartPhase closes the current metrics phase and opens name, as a
 	// step's phase: key does.
 	StartPhase(name string)
+	// AddSearch records a search step's trials for the report.
+	AddSearch(s results.Search)
 }
 
 // Checker is a step that checks itself after decoding (workload names
 // exist, values are in range); problems go to c.
 type Checker interface {
 	Check(c *CheckContext)
+}
+
+// ProbeKeeper is a step that keeps values as probes.<name> (SetProbe):
+// expressions of later steps and of the report may read them, earlier
+// ones may not.
+type ProbeKeeper interface {
+	KeptProbes() []string
 }
 
 // StepKind is a registered kind of step.

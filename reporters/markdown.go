@@ -149,6 +149,10 @@ func Render(w io.Writer, res *results.Result) {
 			}
 			sort.Strings(keys)
 			for _, k := range keys {
+				if run.Probes[k] == nil {
+					fmt.Fprintf(w, "- probe %s: none (its step was skipped by its if:)\n", k)
+					continue
+				}
 				fmt.Fprintf(w, "- probe %s = %v\n", k, run.Probes[k])
 			}
 			fmt.Fprintln(w)
@@ -185,7 +189,39 @@ var runSections = []struct {
 	{"Events (connections lost and back, errors, rebalances; seconds since the start)", EventsTable},
 	{"Outages (time with connections down; of the sends intended during it, those that failed and those acked late)", OutageTable},
 	{"Collected figures (phase average / max)", ExtraTable},
+	{"Search trials (target and achieved msg/s over each trial's measured window; confirmations run after the bisection at the rate it found, stepping down until one passes)", SearchTable},
 	{"Workers (first message in seconds since the start, on the conductor's clock; each worker's clock minus the conductor's, its largest change during the run and the best round trip, ms; control traffic with the conductor, kB)", WorkersTable},
+}
+
+// SearchTable is a row per trial of every search step, then the rate each
+// search confirmed.
+func SearchTable(run *results.Run) ([]string, [][]string) {
+	header := []string{"search", "trial", "target msg/s", "measured s", "acked", "achieved msg/s", "p99 ms", "failed", "result", "detail"}
+	var rows [][]string
+	for _, s := range run.Searches {
+		n, c := 0, 0
+		for _, t := range s.Trials {
+			label := ""
+			if t.Confirm {
+				c++
+				label = fmt.Sprintf("confirmation %d", c)
+			} else {
+				n++
+				label = fmt.Sprintf("%d", n)
+			}
+			result := "failed"
+			if t.Passed {
+				result = "passed"
+			}
+			rows = append(rows, []string{s.Name, label, F(t.Rate, 0), F(t.Seconds, 1), I(t.Acked), F(t.Achieved, 1), F(t.P99, 2), I(t.Failed), result, t.Detail})
+		}
+		found := "none confirmed"
+		if s.Rate > 0 {
+			found = "confirmed"
+		}
+		rows = append(rows, []string{s.Name, "result", F(s.Rate, 0), "", "", "", "", "", found, fmt.Sprintf("the bisection found %s msg/s", F(s.Found, 0))})
+	}
+	return header, rows
 }
 
 // WorkersTable is a row per worker of a run over workers.

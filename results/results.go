@@ -79,6 +79,8 @@ type Run struct {
 	Kinds       map[string]string `json:"kinds"` // workload -> produce/consume/relay/connect
 	// Roles say what each workload does; reports ask them, not kind names.
 	Roles map[string]metrics.Role `json:"roles,omitempty"`
+	// Searches are the search steps' trials, in the order they ran.
+	Searches []Search `json:"searches,omitempty"`
 	// Workers are the worker processes the run's workloads ran on, with
 	// their clocks as the conductor measured them; empty for a run in one
 	// process.
@@ -127,6 +129,33 @@ func (r *Run) Role(workload string) metrics.Role {
 		return role
 	}
 	return legacyRoles[r.Kinds[workload]]
+}
+
+// Search is what one search step did: every trial, and the rate it could
+// confirm.
+type Search struct {
+	Name     string `json:"name"` // search.<name> in expressions
+	Workload string `json:"workload"`
+	// Rate is the highest rate a confirmation trial passed at, 0 when none
+	// did; Found is where the bisection ended, before confirmation.
+	Rate   float64       `json:"rate"`
+	Found  float64       `json:"found_rate"`
+	Trials []SearchTrial `json:"trials"`
+}
+
+// SearchTrial is one trial of a search: the target rate, how long it was
+// measured and what the workload did in that window.
+type SearchTrial struct {
+	Rate    float64 `json:"rate"`
+	Seconds float64 `json:"seconds"`
+	// Confirm marks the confirmation trials after the bisection.
+	Confirm  bool    `json:"confirm,omitempty"`
+	Achieved float64 `json:"achieved_rate"`
+	Acked    int64   `json:"acked"`
+	Failed   int64   `json:"failed"`
+	P99      float64 `json:"p99_ms"`
+	Passed   bool    `json:"passed"`
+	Detail   string  `json:"detail,omitempty"`
 }
 
 // Step records one executed step.

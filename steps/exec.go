@@ -51,6 +51,9 @@ type Exec struct {
 	proc *process // the background process of this run, once started
 }
 
+// KeptProbes is the probe the step keeps, if it has as:.
+func (e *Exec) KeptProbes() []string { return []string{e.As} }
+
 // Check insists on one command and a usable result name.
 func (e *Exec) Check(c *plan.CheckContext) {
 	switch {

@@ -36,6 +36,9 @@ func (p *Probe) Check(c *plan.CheckContext) {
 	}
 }
 
+// KeptProbes is the probe the step keeps.
+func (p *Probe) KeptProbes() []string { return []string{p.As} }
+
 // knownTarget returns the plan's target of that name, or reports at n that
 // there is none, naming the ones there are.
 func knownTarget(c *plan.CheckContext, n *yaml.Node, step, name string) *plan.TargetDef {

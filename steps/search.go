@@ -11,11 +11,12 @@ import (
 	"github.com/planrun/planrun/expr"
 	"github.com/planrun/planrun/metrics"
 	"github.com/planrun/planrun/plan"
+	"github.com/planrun/planrun/results"
 	"github.com/planrun/planrun/workloads"
 )
 
 func init() {
-	plan.RegisterStep(plan.StepKind{Name: "search", Doc: "find the highest rate a produce workload sustains: trials at rising rates, then bisection; the result is search.<as>.rate", New: func() plan.Step { return &Search{} }})
+	plan.RegisterStep(plan.StepKind{Name: "search", Doc: "find the highest rate a produce workload sustains: trials at rising rates, bisection, then a longer trial that confirms the rate found; the result is search.<as>.rate", New: func() plan.Step { return &Search{} }})
 }
 
 // Search finds the highest sustainable rate of a producer.
@@ -28,6 +29,7 @@ type Search struct {
 	Precision float64        `yaml:"precision" default:"0.02" doc:"bisection ends when the failing and passing rates are this close, as a fraction of the failing one"`
 	Settle    time.Duration  `yaml:"settle" default:"2s" doc:"time at each new rate before measuring, not counted"`
 	Trial     time.Duration  `yaml:"trial" default:"5s" doc:"measured time at each rate"`
+	Confirm   time.Duration  `yaml:"confirm" default:"3 × trial" doc:"measured time of the confirmation trial at the rate the bisection found; if it fails, the search steps down by precision and confirms again, at most 5 times, and the result is the rate confirmed (0 if none)"`
 	Until     *expr.BoolExpr `yaml:"until" doc:"condition a trial must also meet, over the trial's own figures (workload names read the trial's measured window), such as producer.latency.p99 < 50; default: the backlog of the plan's consumers does not grow"`
 	Trials    int            `yaml:"trials" default:"20" doc:"most trials to run; the search stops with what it found so far"`
 	Tolerance float64        `yaml:"tolerance" default:"0.01" doc:"a trial passes when its achieved rate is no more than this fraction below its target; raise it on a load machine that is itself busy"`
@@ -53,8 +55,8 @@ func (s *Search) Check(c *plan.CheckContext) {
 		c.Errs.At(c.Node, "search: tolerance: must be a fraction between 0 and 1, such as 0.01, got %g", s.Tolerance)
 	case s.Precision < 0 || s.Precision >= 1:
 		c.Errs.At(c.Node, "search: precision: must be a fraction between 0 and 1, such as 0.02, got %g", s.Precision)
-	case s.Settle < 0 || s.Trial < 0 || s.Trials < 0:
-		c.Errs.At(c.Node, "search: settle:, trial: and trials: must be positive")
+	case s.Settle < 0 || s.Trial < 0 || s.Trials < 0 || s.Confirm < 0:
+		c.Errs.At(c.Node, "search: settle:, trial:, confirm: and trials: must be positive")
 	case s.Max > 0 && s.From > s.Max:
 		c.Errs.At(c.Node, "search: from: %g is above max: %g", s.From, s.Max)
 	}
@@ -81,6 +83,9 @@ func (s *Search) defaults() {
 	}
 	if s.Trials == 0 {
 		s.Trials = 20
+	}
+	if s.Confirm == 0 {
+		s.Confirm = 3 * s.Trial
 	}
 	if s.Tolerance == 0 {
 		s.Tolerance = 0.01
@@ -119,6 +124,7 @@ func (s *Search) Run(ctx context.Context, r plan.Runtime) error {
 	if s.Max > 0 {
 		hi = s.Max * (1 + 1e-9) // max itself may be tried
 	}
+	rec := results.Search{Name: s.As, Workload: s.Workload}
 	trials := 0
 	for trials < s.Trials {
 		rr.ResetRate(workloads.FixedRate(rate))
@@ -128,12 +134,13 @@ func (s *Search) Run(ctx context.Context, r plan.Runtime) error {
 			}
 		}
 		trials++
-		pass, why, err := s.trial(ctx, r, rate, trials)
+		t, err := s.trial(ctx, r, rate, s.Trial, fmt.Sprintf("trial %d", trials), "")
 		if err != nil {
 			return err
 		}
-		r.Printf("search %s: trial %d at %.0f msg/s %s (%s)\n", s.As, trials, rate, map[bool]string{true: "passed", false: "failed"}[pass], why)
-		if pass {
+		rec.Trials = append(rec.Trials, t)
+		r.Printf("search %s: trial %d at %.0f msg/s %s (%s)\n", s.As, trials, rate, passed(t.Passed), t.Detail)
+		if t.Passed {
 			lo = rate
 		} else {
 			hi = rate
@@ -145,7 +152,7 @@ func (s *Search) Run(ctx context.Context, r plan.Runtime) error {
 				break
 			}
 			next := rate * s.Factor
-			if !pass || next >= hi {
+			if !t.Passed || next >= hi {
 				next = (lo + hi) / 2
 			}
 			rate = next
@@ -154,44 +161,103 @@ func (s *Search) Run(ctx context.Context, r plan.Runtime) error {
 			rate = min(rate, s.Max)
 		}
 	}
+	rec.Found = lo
+	// A few seconds at a rate can pass by luck: the rate found must hold
+	// for a longer confirmation trial, else the search steps down.
+	confirmed, tried := 0.0, 0.0
+	for i := 1; lo > 0 && i <= maxConfirmations; i++ {
+		// Rounded to a millionth, so that 600 stepped down by 0.7 is 180.
+		rate := math.Round(lo*math.Pow(1-s.Precision, float64(i-1))*1e6) / 1e6
+		rr.ResetRate(workloads.FixedRate(rate))
+		trials++
+		t, err := s.trial(ctx, r, rate, s.Confirm, fmt.Sprintf("confirmation %d", i), " confirm")
+		if err != nil {
+			return err
+		}
+		t.Confirm = true
+		rec.Trials = append(rec.Trials, t)
+		r.Printf("search %s: confirmation %d at %.0f msg/s for %s %s (%s)\n", s.As, i, rate, s.Confirm, passed(t.Passed), t.Detail)
+		tried = rate
+		if t.Passed {
+			confirmed = rate
+			break
+		}
+	}
+	rec.Rate = confirmed
 	spent := time.Since(began)
 	r.StartPhase(s.As + " found")
-	rr.ResetRate(workloads.FixedRate(lo))
+	// The producer goes on at the confirmed rate, or, when none held, at
+	// the lowest rate tried.
+	switch {
+	case confirmed > 0:
+		rr.ResetRate(workloads.FixedRate(confirmed))
+	case tried > 0:
+		rr.ResetRate(workloads.FixedRate(tried))
+	default:
+		rr.ResetRate(workloads.FixedRate(lo))
+	}
 	failed := hi
 	if math.IsInf(hi, 1) || s.Max > 0 && hi > s.Max {
 		failed = 0
 	}
-	r.SetProbe(expr.SearchPrefix+s.As, map[string]float64{"rate": lo, "failed_rate": failed, "trials": float64(trials), "seconds": spent.Seconds()})
-	r.Printf("search %s: highest sustained rate %.0f msg/s after %d trials in %s\n", s.As, lo, trials, spent.Round(time.Second))
-	if lo == 0 {
+	confirmations := 0
+	for _, t := range rec.Trials {
+		if t.Confirm {
+			confirmations++
+		}
+	}
+	r.AddSearch(rec)
+	r.SetProbe(expr.SearchPrefix+s.As, map[string]float64{"rate": confirmed, "found_rate": lo, "failed_rate": failed,
+		"trials": float64(trials), "confirmations": float64(confirmations), "seconds": spent.Seconds()})
+	switch {
+	case lo == 0:
 		r.Warn(fmt.Sprintf("search %s: no trial passed, down to %.0f msg/s", s.As, hi))
+	case confirmed == 0:
+		r.Warn(fmt.Sprintf("search %s: the bisection found %.0f msg/s, but no confirmation trial of %s passed, down to %.0f msg/s; the result is 0 (make trial: longer, or lower from:)", s.As, lo, s.Confirm, tried))
+	default:
+		r.Printf("search %s: highest sustained rate %.0f msg/s, confirmed for %s (the bisection found %.0f), after %d trials in %s\n", s.As, confirmed, s.Confirm, lo, trials, spent.Round(time.Second))
 	}
 	return nil
 }
 
-// trial runs one rate: settle, then measure in a phase of its own, then
-// judge the phase's figures.
-func (s *Search) trial(ctx context.Context, r plan.Runtime, rate float64, n int) (bool, string, error) {
-	name := fmt.Sprintf("%s %s", s.As, strconv.FormatFloat(rate, 'f', 0, 64))
+// maxConfirmations bounds the confirmation trials of a search.
+const maxConfirmations = 5
+
+func passed(ok bool) string {
+	if ok {
+		return "passed"
+	}
+	return "failed"
+}
+
+// trial runs one rate for d: settle, then measure in a phase of its own
+// (named after the rate, plus suffix), then judge the phase's figures.
+func (s *Search) trial(ctx context.Context, r plan.Runtime, rate float64, d time.Duration, what, suffix string) (results.SearchTrial, error) {
+	t := results.SearchTrial{Rate: rate}
+	name := fmt.Sprintf("%s %s%s", s.As, strconv.FormatFloat(rate, 'f', 0, 64), suffix)
 	r.StartPhase(name + " settle")
-	r.SetStatus(fmt.Sprintf("trial %d at %.0f msg/s: settling", n, rate))
+	r.SetStatus(fmt.Sprintf("%s at %.0f msg/s: settling", what, rate))
 	if err := sleep(ctx, s.Settle); err != nil {
-		return false, "", err
+		return t, err
 	}
 	startBacklog := backlogOf(r.Env())
 	r.StartPhase(name)
-	r.SetStatus(fmt.Sprintf("trial %d at %.0f msg/s: measuring", n, rate))
-	if err := sleep(ctx, s.Trial); err != nil {
-		return false, "", err
+	began := time.Now()
+	r.SetStatus(fmt.Sprintf("%s at %.0f msg/s: measuring for %s", what, rate, d))
+	if err := sleep(ctx, d); err != nil {
+		return t, err
 	}
+	t.Seconds = time.Since(began).Seconds()
 	// The phase is judged as it stands now: counts to this instant, latency
 	// to the last per-second sample. The next trial's phase closes it.
 	env := r.Env()
 	phases, _ := env["phases"].(map[string]map[string]metrics.Stats)
 	figs := phases[name]
 	st := figs[s.Workload]
+	t.Achieved, t.Acked, t.Failed, t.P99 = st.Rate, st.Acked, st.Failed, st.Latency.P99
 	if metrics.IsNA(st.Rate) || st.Rate < (1-s.Tolerance)*rate {
-		return false, fmt.Sprintf("achieved %.0f msg/s, below %g%% of the target", st.Rate, 100*(1-s.Tolerance)), nil
+		t.Detail = fmt.Sprintf("achieved %.0f msg/s, below %g%% of the target", st.Rate, 100*(1-s.Tolerance))
+		return t, nil
 	}
 	if s.Until != nil {
 		trialEnv := make(map[string]any, len(env))
@@ -205,21 +271,28 @@ func (s *Search) trial(ctx context.Context, r plan.Runtime, rate float64, n int)
 		if na := (*expr.NAError)(nil); errors.As(err, &na) {
 			// A trial in which a figure of the condition was not measured
 			// did not pass.
-			return false, na.Error(), nil
+			t.Detail = na.Error()
+			return t, nil
 		}
 		if err != nil {
-			return false, "", fmt.Errorf("search: %w", err)
+			return t, fmt.Errorf("search: %w", err)
 		}
+		t.Passed = ok
 		if !ok {
-			return false, s.Until.Progress(trialEnv), nil
+			t.Detail = s.Until.Progress(trialEnv)
+			return t, nil
 		}
-		return true, fmt.Sprintf("achieved %.0f msg/s; %s", st.Rate, s.Until.Progress(trialEnv)), nil
+		t.Detail = fmt.Sprintf("achieved %.0f msg/s; %s", st.Rate, s.Until.Progress(trialEnv))
+		return t, nil
 	}
 	grew := backlogOf(env) - startBacklog
 	if grew > 0 && float64(grew) > 0.01*float64(st.Acked) {
-		return false, fmt.Sprintf("achieved %.0f msg/s but the backlog grew by %d messages", st.Rate, grew), nil
+		t.Detail = fmt.Sprintf("achieved %.0f msg/s but the backlog grew by %d messages", st.Rate, grew)
+		return t, nil
 	}
-	return true, fmt.Sprintf("achieved %.0f msg/s", st.Rate), nil
+	t.Passed = true
+	t.Detail = fmt.Sprintf("achieved %.0f msg/s", st.Rate)
+	return t, nil
 }
 
 func backlogOf(env map[string]any) int64 {

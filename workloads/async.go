@@ -149,7 +149,7 @@ func (a *asyncSender) run(ctx context.Context, pacer *Pacer) {
 		m = drivers.Message{Topic: p.spec.Topic, Value: r.value, Source: int(k % int64(a.sources))}
 		switch p.spec.Keys {
 		case "sequence":
-			r.key = strconv.AppendUint(r.key[:0], seq, 10)
+			r.key = AppendSequenceKey(r.key[:0], a.stream, seq)
 			m.Key = r.key
 		case "random":
 			r.key = strconv.AppendUint(r.key[:0], rand.Uint64(), 16)

@@ -2,6 +2,7 @@ package workloads
 
 import (
 	"encoding/binary"
+	"strconv"
 	"time"
 )
 
@@ -81,4 +82,15 @@ func ParseShort(b []byte, runStart time.Time) (time.Time, bool) {
 	var us [8]byte
 	copy(us[2:], b[5:11])
 	return runStart.Add(time.Duration(binary.BigEndian.Uint64(us[:])) * time.Microsecond), true
+}
+
+// AppendSequenceKey appends the key `keys: sequence` gives a message: its
+// producer stream in hex and its sequence number in that stream, such as
+// "10003-42" (workload 1, thread 3, message 42). Streams differ between
+// threads, workloads and the shards of a workload on different workers,
+// so keys are unique in the run, as a hash field or a compacted topic needs.
+func AppendSequenceKey(b []byte, stream uint32, seq uint64) []byte {
+	b = strconv.AppendUint(b, uint64(stream), 16)
+	b = append(b, '-')
+	return strconv.AppendUint(b, seq, 10)
 }

@@ -18,7 +18,7 @@ type ProduceSpec struct {
 	Interval time.Duration `yaml:"interval" doc:"instead of rate: every source (client or thread) sends one message per interval"`
 	Count    int64         `yaml:"count" doc:"stop after this many messages in total (across restarts); 0 = until stopped"`
 	Duration time.Duration `yaml:"duration" doc:"stop this long after each start"`
-	Keys     string        `yaml:"keys" default:"none" doc:"message keys: none, sequence, or random"`
+	Keys     string        `yaml:"keys" default:"none" doc:"message keys: none; sequence, unique in the run (the producer stream in hex, then the message's number in it: 10003-42 is workload 1's thread 3, message 42; threads, workloads and shards on different workers never share a key); or random (64 random bits in hex)"`
 	// ConnectFirst is for fleets: the seed procedures connect every client
 	// before anyone publishes.
 	ConnectFirst bool `yaml:"connect_first" doc:"wait until every client connection is open before the first send (drivers with background connects, like mqtt)"`

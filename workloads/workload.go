@@ -371,7 +371,7 @@ func (p *Producer) loop(ctx, flight context.Context, dp drivers.Producer, pacer 
 		}
 		switch p.spec.Keys {
 		case "sequence":
-			m.Key = strconv.AppendUint(nil, seq, 10)
+			m.Key = AppendSequenceKey(nil, stream, seq)
 		case "random":
 			m.Key = strconv.AppendUint(nil, rand.Uint64(), 16)
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/mochi-mqtt/server/v2/packets"
 
 	"github.com/planrun/planrun/drivers"
+	"github.com/planrun/planrun/internal/testenv"
 )
 
 // wireProxy sits between the clients and a broker on loopback. It decodes
@@ -255,13 +256,13 @@ func TestKeepAliveEmbedded(t *testing.T) {
 
 func TestKeepAliveMosquitto(t *testing.T) {
 	t.Parallel()
-	eachClient(t, func(t *testing.T, cl string) { keepAlive(t, cl, realBroker(t, "PLANRUN_TEST_MOSQUITTO")) })
+	eachClient(t, func(t *testing.T, cl string) { keepAlive(t, cl, testenv.Broker(t, "PLANRUN_TEST_MOSQUITTO")) })
 }
 
 // TestMQTT5RefusedByActiveMQ: a broker that speaks only MQTT 3.1.1 refuses
 // protocol_version 5 at open, and the error says what to change.
 func TestMQTT5RefusedByActiveMQ(t *testing.T) {
-	url := realBroker(t, "PLANRUN_TEST_ACTIVEMQ")
+	url := testenv.Broker(t, "PLANRUN_TEST_ACTIVEMQ")
 	_, err := Driver.Open(testCtx(t, 20*time.Second), &TargetConfig{Client: clientLean, ProtocolVersion: 5, URL: url, ConnectTimeout: 10 * time.Second})
 	if err == nil || !strings.Contains(err.Error(), "protocol_version") {
 		t.Fatalf("open ActiveMQ with MQTT 5: %v", err)

@@ -3,7 +3,6 @@ package mqtt
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/planrun/planrun/drivers"
 	"github.com/planrun/planrun/drivers/tlsconf"
+	"github.com/planrun/planrun/internal/testenv"
 )
 
 func testCtx(t testing.TB, d time.Duration) context.Context {
@@ -68,20 +68,6 @@ func eachClient(t *testing.T, test func(t *testing.T, client string)) {
 	for _, cl := range clients {
 		t.Run(cl, func(t *testing.T) { test(t, cl) })
 	}
-}
-
-// realBroker returns the URL in env, skipping the test when it is unset,
-// except on CI, where a missing broker is a failure.
-func realBroker(t *testing.T, env string) string {
-	t.Helper()
-	u := os.Getenv(env)
-	if u == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s is not set; CI must start the brokers with eval \"$(bash .ci/services.sh)\"", env)
-		}
-		t.Skipf("%s is not set (eval \"$(bash .ci/services.sh)\" starts the brokers)", env)
-	}
-	return u
 }
 
 // unique makes topic names that earlier runs against a real broker did not use.
@@ -252,14 +238,14 @@ func TestQoS1Embedded(t *testing.T) {
 
 func TestQoS1Mosquitto(t *testing.T) {
 	eachClient(t, func(t *testing.T, cl string) {
-		qos1Counts(t, mustOpen(t, &TargetConfig{Client: cl, URL: realBroker(t, "PLANRUN_TEST_MOSQUITTO")}), 5000)
+		qos1Counts(t, mustOpen(t, &TargetConfig{Client: cl, URL: testenv.Broker(t, "PLANRUN_TEST_MOSQUITTO")}), 5000)
 	})
 }
 
 func TestQoS1ActiveMQ(t *testing.T) {
 	eachClient(t, func(t *testing.T, cl string) {
 		needs311(t, cl, "ActiveMQ")
-		qos1Counts(t, mustOpen(t, &TargetConfig{Client: cl, URL: realBroker(t, "PLANRUN_TEST_ACTIVEMQ")}), 2000)
+		qos1Counts(t, mustOpen(t, &TargetConfig{Client: cl, URL: testenv.Broker(t, "PLANRUN_TEST_ACTIVEMQ")}), 2000)
 	})
 }
 
@@ -286,14 +272,14 @@ func TestQoS0And2(t *testing.T) {
 
 func TestQoS0And2Mosquitto(t *testing.T) {
 	eachClient(t, func(t *testing.T, cl string) {
-		qos0And2(t, mustOpen(t, &TargetConfig{Client: cl, URL: realBroker(t, "PLANRUN_TEST_MOSQUITTO")}))
+		qos0And2(t, mustOpen(t, &TargetConfig{Client: cl, URL: testenv.Broker(t, "PLANRUN_TEST_MOSQUITTO")}))
 	})
 }
 
 func TestQoS0And2ActiveMQ(t *testing.T) {
 	eachClient(t, func(t *testing.T, cl string) {
 		needs311(t, cl, "ActiveMQ")
-		qos0And2(t, mustOpen(t, &TargetConfig{Client: cl, URL: realBroker(t, "PLANRUN_TEST_ACTIVEMQ")}))
+		qos0And2(t, mustOpen(t, &TargetConfig{Client: cl, URL: testenv.Broker(t, "PLANRUN_TEST_ACTIVEMQ")}))
 	})
 }
 
@@ -464,14 +450,14 @@ func TestPersistentSessionEmbedded(t *testing.T) {
 
 func TestPersistentSessionMosquitto(t *testing.T) {
 	eachClient(t, func(t *testing.T, cl string) {
-		persistentSession(t, mustOpen(t, &TargetConfig{Client: cl, URL: realBroker(t, "PLANRUN_TEST_MOSQUITTO")}))
+		persistentSession(t, mustOpen(t, &TargetConfig{Client: cl, URL: testenv.Broker(t, "PLANRUN_TEST_MOSQUITTO")}))
 	})
 }
 
 func TestPersistentSessionActiveMQ(t *testing.T) {
 	eachClient(t, func(t *testing.T, cl string) {
 		needs311(t, cl, "ActiveMQ")
-		persistentSession(t, mustOpen(t, &TargetConfig{Client: cl, URL: realBroker(t, "PLANRUN_TEST_ACTIVEMQ")}))
+		persistentSession(t, mustOpen(t, &TargetConfig{Client: cl, URL: testenv.Broker(t, "PLANRUN_TEST_ACTIVEMQ")}))
 	})
 }
 

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/planrun/planrun/drivers"
+	"github.com/planrun/planrun/internal/testenv"
 )
 
 func testCtx(t testing.TB, d time.Duration) context.Context {
@@ -29,20 +29,6 @@ func mustOpen(t *testing.T, cfg *TargetConfig) *Target {
 	}
 	t.Cleanup(func() { _ = tg.Close() })
 	return tg
-}
-
-// realRedis returns PLANRUN_TEST_REDIS, skipping the test when it is unset,
-// except on CI, where a missing server is a failure.
-func realRedis(t *testing.T) string {
-	t.Helper()
-	a := os.Getenv("PLANRUN_TEST_REDIS")
-	if a == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("PLANRUN_TEST_REDIS is not set; CI must start redis with eval \"$(bash .ci/services.sh)\"")
-		}
-		t.Skip("PLANRUN_TEST_REDIS is not set (eval \"$(bash .ci/services.sh)\" starts redis-server)")
-	}
-	return a
 }
 
 func unique(prefix string) string {
@@ -132,7 +118,7 @@ func TestRelayHSetEmbedded(t *testing.T) {
 }
 
 func TestRelayHSetRedis(t *testing.T) {
-	relayHSet(t, mustOpen(t, &TargetConfig{Addr: realRedis(t)}))
+	relayHSet(t, mustOpen(t, &TargetConfig{Addr: testenv.Broker(t, "PLANRUN_TEST_REDIS")}))
 }
 
 func runCommands(t *testing.T, tg *Target) {
@@ -196,7 +182,9 @@ func runCommands(t *testing.T, tg *Target) {
 
 func TestCommandsEmbedded(t *testing.T) { runCommands(t, mustOpen(t, &TargetConfig{Addr: Embedded})) }
 
-func TestCommandsRedis(t *testing.T) { runCommands(t, mustOpen(t, &TargetConfig{Addr: realRedis(t)})) }
+func TestCommandsRedis(t *testing.T) {
+	runCommands(t, mustOpen(t, &TargetConfig{Addr: testenv.Broker(t, "PLANRUN_TEST_REDIS")}))
+}
 
 func TestNoConsumer(t *testing.T) {
 	tg := mustOpen(t, &TargetConfig{Addr: Embedded})
