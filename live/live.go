@@ -120,6 +120,7 @@ var workloadFigures = []workloadFigure{
 	workloadGauge("planrun_backlog_messages", "messages acknowledged to the topic and not yet received by the group", always(func(st metrics.Stats) float64 { return float64(st.Backlog.Messages) })),
 	workloadGauge("planrun_backlog_bytes", "bytes acknowledged to the topic and not yet received by the group", always(func(st metrics.Stats) float64 { return float64(st.Backlog.Bytes) })),
 	workloadGauge("planrun_lag", "the consumer group's lag as the broker reports it", func(st metrics.Stats) (float64, bool) { return float64(st.Lag), st.Lag >= 0 }),
+	workloadGauge("planrun_lag_age_seconds", "how old planrun_lag is: when the broker was last asked", func(st metrics.Stats) (float64, bool) { return st.LagAge, st.Lag >= 0 && !metrics.IsNA(st.LagAge) }),
 	workloadGauge("planrun_lost_messages", "acknowledged messages not received and proven lost", always(func(st metrics.Stats) float64 { return float64(st.Lost) })),
 	workloadGauge("planrun_in_flight_messages", "acknowledged messages not received and not proven lost", always(func(st metrics.Stats) float64 { return float64(st.InFlight) })),
 }
