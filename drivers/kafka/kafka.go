@@ -29,7 +29,9 @@ func init() {
 }
 
 // Driver opens Kafka targets.
-var Driver = drivers.Define(open)
+var Driver = drivers.Define(open, drivers.Capabilities{
+	Consume: true, Positions: true, Relay: true, Credentials: true, Embedded: true, Lag: true, Topics: true,
+})
 
 var (
 	_ drivers.TargetOf[ProduceOptions, ConsumeOptions] = (*Target)(nil)
