@@ -60,6 +60,10 @@ type Suite struct {
 	// Messages is how many messages the counting checks send (default
 	// 2000).
 	Messages int
+	// Stored, when set, asks the broker itself how many messages topic
+	// holds (a Redis HLEN, a Kafka group's lag that never committed...):
+	// after the count check it must equal what the producer acked.
+	Stored func(t testing.TB, env Env, topic string) int64
 	// Positions, when set, are the consume keys that make a consumer keep
 	// its position while stopped (mqtt: a persistent session), added to
 	// Consume for the consumer-restart check only.
@@ -139,6 +143,9 @@ func (o Options) entries() []string {
 	}
 	return out
 }
+
+// With returns a copy of o with the keys of more added (more wins).
+func (o Options) With(more ...Options) Options { return o.merge(more...) }
 
 // merge returns o with the keys of more added (more wins).
 func (o Options) merge(more ...Options) Options {

@@ -187,6 +187,11 @@ func (r *runner) count(t *testing.T) {
 	if p.Latency.Count != int64(n) {
 		t.Errorf("%d latencies recorded, want %d", p.Latency.Count, n)
 	}
+	if r.Stored != nil {
+		if got := r.Stored(t, env, tp); got != p.Acked {
+			t.Errorf("the broker holds %d messages on %s, the producer acked %d", got, tp, p.Acked)
+		}
+	}
 	if !r.caps.Consume {
 		return
 	}
@@ -269,7 +274,6 @@ func (r *runner) brokerRestart(t *testing.T) {
 	waitBack := "producer.events.reconnects >= 1"
 	if r.caps.Consume {
 		y += "  consumer: {target: t, consume: " + r.consume(tp, nil) + "}\n"
-		waitBack += " && consumer.events.reconnects >= 1"
 	}
 	y += "progress: 0s\nsteps:\n"
 	if r.caps.Consume {
@@ -286,15 +290,22 @@ func (r *runner) brokerRestart(t *testing.T) {
 		"  - wait: producer.acked >= 600\n    timeout: 1m\n" +
 		"  - stop: producer\n"
 	if r.caps.Consume {
-		y += "  - wait: consumer.lost == 0 || phase.elapsed >= duration(\"10s\")\n"
+		// A durable broker delivers all it acknowledged (a pull consumer
+		// may take a rebalance interval to resume); another may have lost
+		// what it held.
+		settle := "5s"
+		if env.Broker.Durable {
+			settle = "45s"
+		}
+		y += "  - wait: consumer.lost == 0 || phase.elapsed >= duration(\"" + settle + "\")\n"
 	}
 	y += "  - stop: all\n"
 	m := mustPass(t, y)
-	ws := []string{"producer"}
-	if r.caps.Consume {
-		ws = append(ws, "consumer")
-	}
-	for _, w := range ws {
+	// The producer's clients hold connections all along: each must have
+	// dropped and come back. A consumer may not hold one while idle (a
+	// pull consumer reconnects when it next pulls): its events are logged
+	// and its count must come out right.
+	for _, w := range []string{"producer"} {
 		st := m.Workloads[w]
 		if st.Events.Disconnects < 1 || st.Events.Reconnects < 1 {
 			t.Errorf("%s: %d disconnects, %d reconnects; want at least one each", w, st.Events.Disconnects, st.Events.Reconnects)
@@ -320,7 +331,7 @@ func (r *runner) brokerRestart(t *testing.T) {
 		return
 	}
 	c := m.Workloads["consumer"]
-	t.Logf("consumer received %d, duplicates %d, lost %d", c.Received, c.Duplicates, c.Lost)
+	t.Logf("consumer received %d, duplicates %d, lost %d; %d disconnects, %d reconnects", c.Received, c.Duplicates, c.Lost, c.Events.Disconnects, c.Events.Reconnects)
 	if c.Lost < 0 || c.Lost > p.Acked {
 		t.Errorf("consumer lost %d of %d acked", c.Lost, p.Acked)
 	}
