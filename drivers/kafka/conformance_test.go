@@ -13,7 +13,7 @@ func TestConformance(t *testing.T) {
 	drivertest.Run(t, drivertest.Suite{
 		Driver: "kafka",
 		Start: func(testing.TB) drivertest.Env {
-			return drivertest.Env{Target: drivertest.Options{"brokers": "embedded"}}
+			return drivertest.Env{Target: drivertest.Options{"brokers": "embedded"}, Broker: drivertest.EmbeddedBroker(true)}
 		},
 		Refused:     drivertest.Options{"brokers": "127.0.0.1:1", "dial_timeout": "300ms"},
 		Credentials: saslCluster,
