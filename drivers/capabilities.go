@@ -14,11 +14,11 @@ import (
 type Capabilities struct {
 	Consume bool `matrix:"consume" doc:"consumers receive what producers sent, counted by message identity (lost and duplicates)"`
 	// Positions: a consumer group's position outlives its consumers.
-	Positions   bool `matrix:"committed positions" doc:"a stopped consumer's group keeps its position: started again, it receives what was sent meanwhile and nothing twice; without it, what is sent while no consumer is attached is not delivered to it"`
+	Positions   bool `matrix:"committed positions" doc:"a stopped consumer's group keeps its position (mqtt: a persistent session): started again, it receives what was sent meanwhile and nothing twice; without it, what is sent while no consumer is attached is not delivered to it"`
 	Restart     bool `matrix:"broker restart" doc:"clients survive a broker stopped and started mid-run: disconnected and reconnected events, an outage on the record, and loss counted exactly"`
 	Relay       bool `matrix:"relay" doc:"a relay reads from and publishes to it"`
 	Credentials bool `matrix:"credentials" doc:"the target takes a user and password; wrong ones fail at open with an error that names the target and never the password"`
-	Embedded    bool `matrix:"embedded broker" doc:"the target can start a broker in process that speaks the real protocol"`
+	Embedded    bool `matrix:"embedded broker" doc:"the target can run its broker in process, so plans run on one machine (embedded brokers speak the real protocol; memory has none)"`
 	Lag         bool `matrix:"lag" doc:"the broker says how far a consumer group is behind (backlog in reports and expressions)"`
 	Topics      bool `matrix:"topics" doc:"topics are created with a partition or queue count (a target's topics:)"`
 	Connect     bool `matrix:"connect" doc:"the connect workload holds idle connections"`
