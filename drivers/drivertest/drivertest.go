@@ -90,6 +90,9 @@ type Broker struct {
 	// lost. Otherwise what it held when it stopped may be lost, and the
 	// check only requires that loss be counted.
 	Durable bool
+	// pidfile is the process's pid file (ProcessBroker): the check holds
+	// LockBroker on it.
+	pidfile string
 }
 
 // TargetName is the name of the target in the suite's plans.
@@ -113,6 +116,7 @@ func ProcessBroker(pidfile, start string, durable bool) *Broker {
 		Stop:    "{kill: {pidfile: " + quote(pidfile) + ", signal: KILL}}",
 		Start:   "{shell: " + quote(start) + "}",
 		Durable: durable,
+		pidfile: pidfile,
 	}
 }
 

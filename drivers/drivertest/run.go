@@ -268,6 +268,9 @@ func (r *runner) brokerRestart(t *testing.T) {
 	if env.Broker == nil {
 		t.Skipf("the suite cannot stop and start this broker")
 	}
+	if env.Broker.pidfile != "" {
+		LockBroker(t, env.Broker.pidfile)
+	}
 	tp := topic("outage")
 	y := "name: conformance-broker-restart\n" + r.target(env.Target) + "workloads:\n" +
 		"  producer: {target: t, produce: " + r.produce(tp, Options{"size": 100, "threads": 8, "rate": 200}) + "}\n"
@@ -423,11 +426,20 @@ func (r *runner) credentials(t *testing.T) {
 		}
 		return y + "  - stop: all\n"
 	}
-	m := mustPass(t, body(cr.Good))
+	res, out := execute(t, body(cr.Good))
+	if res.Status != results.Passed {
+		t.Fatalf("with the right credentials the run %s: %s\n%s", res.Status, res.Error, out)
+	}
+	for _, secret := range secrets(cr.Good) {
+		if strings.Contains(out, secret) {
+			t.Errorf("the password %q shows in the run's output:\n%s", secret, out)
+		}
+	}
+	m := res.Runs[0].Metrics
 	if a := m.Workloads["producer"].Acked; a != 100 {
 		t.Errorf("with the right credentials the producer acked %d, want 100", a)
 	}
-	res, out := execute(t, body(cr.Bad))
+	res, out = execute(t, body(cr.Bad))
 	if res.Status == results.Passed {
 		t.Fatalf("a run with a wrong password passed:\n%s", out)
 	}
@@ -438,4 +450,21 @@ func (r *runner) credentials(t *testing.T) {
 		t.Logf("note: error does not name the target: %s", res.Error)
 	}
 	t.Logf("wrong password: %s", res.Error)
+}
+
+// secrets are the values of o's keys that name a password or a secret,
+// nested keys included.
+func secrets(o Options) []string {
+	var out []string
+	for k, v := range o {
+		switch x := v.(type) {
+		case Options:
+			out = append(out, secrets(x)...)
+		case string:
+			if strings.Contains(k, "password") || strings.Contains(k, "secret") {
+				out = append(out, x)
+			}
+		}
+	}
+	return out
 }

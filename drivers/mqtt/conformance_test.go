@@ -10,12 +10,14 @@ import (
 // embedded mochi broker, on mosquitto and on ActiveMQ (.ci/services.sh).
 // A consumer keeps its position through a persistent session
 // (clean_session: false with a fixed client id). The broker restart runs on
-// the embedded broker, which keeps nothing across a restart; the killed and
-// restarted mosquitto is the root package's TestMosquittoKilledAndRestarted.
+// the embedded broker and on the mosquitto .ci/services.sh starts for
+// tests to kill (killed with SIGKILL, started again); neither keeps what
+// it held across the restart.
 func TestConformance(t *testing.T) {
 	brokers := []struct {
 		name, env string
-	}{{"embedded", ""}, {"mosquitto", "PLANRUN_TEST_MOSQUITTO"}, {"activemq", "PLANRUN_TEST_ACTIVEMQ"}}
+	}{{"embedded", ""}, {"mosquitto", "PLANRUN_TEST_MOSQUITTO"}, {"activemq", "PLANRUN_TEST_ACTIVEMQ"},
+		{"mosquitto-restart", "PLANRUN_TEST_MOSQUITTO_RESTART"}}
 	for _, cl := range clients {
 		for _, b := range brokers {
 			t.Run(cl+"/"+b.name, func(t *testing.T) {
@@ -47,7 +49,12 @@ func TestConformance(t *testing.T) {
 						if b.name == "activemq" {
 							needs311(t, cl, "ActiveMQ")
 						}
-						return drivertest.Env{Target: target.With(drivertest.Options{"url": realBroker(t, b.env)})}
+						env := drivertest.Env{Target: target.With(drivertest.Options{"url": realBroker(t, b.env)})}
+						if b.name == "mosquitto-restart" {
+							// Killed and started again: it keeps nothing.
+							env.Broker = drivertest.ProcessBroker(realBroker(t, b.env+"_PIDFILE"), realBroker(t, b.env+"_START"), false)
+						}
+						return env
 					}
 				}
 				drivertest.Run(t, s)
