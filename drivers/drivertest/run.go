@@ -224,8 +224,10 @@ func (r *runner) consumerRestart(t *testing.T) {
 		extra = r.Positions
 	}
 	want := 2 * a
+	done := fmt.Sprintf("consumer.received >= %d", want)
 	if r.caps.Positions {
-		want = 3 * a
+		// Every message acknowledged has arrived (duplicates aside).
+		want, done = 3*a, "consumer.lost == 0"
 	}
 	y += "  consumer: {target: t, consume: " + r.consume(tp, extra) + "}\n" +
 		"progress: 0s\nsteps:\n" +
@@ -239,7 +241,7 @@ func (r *runner) consumerRestart(t *testing.T) {
 		"  - start: consumer\n" +
 		"  - start: after\n" +
 		"  - wait: '!after.running'\n    timeout: 1m\n" +
-		fmt.Sprintf("  - wait: consumer.received >= %d\n    timeout: 1m\n", want) +
+		"  - wait: " + done + "\n    timeout: 1m\n" +
 		"  - stop: all\n"
 	m := mustPass(t, y)
 	c := m.Workloads["consumer"]
@@ -248,13 +250,24 @@ func (r *runner) consumerRestart(t *testing.T) {
 			t.Errorf("%s acked %d, failed %d; want %d, 0", p, st.Acked, st.Failed, a)
 		}
 	}
-	lost := int64(a)
-	if r.caps.Positions {
-		lost = 0
+	if !r.caps.Positions {
+		if c.Received != int64(want) || c.Duplicates != 0 || c.Lost != int64(a) {
+			t.Errorf("consumer received %d, duplicates %d, lost %d; want %d, 0, %d (no committed positions: what was sent while it was stopped is lost)",
+				c.Received, c.Duplicates, c.Lost, want, a)
+		}
+		return
 	}
-	if c.Received != int64(want) || c.Duplicates != 0 || c.Lost != lost {
-		t.Errorf("consumer received %d, duplicates %d, lost %d; want %d, 0, %d (committed positions: %v)",
-			c.Received, c.Duplicates, c.Lost, want, lost, r.caps.Positions)
+	// Every message once, and nothing lost. A position committed after
+	// the handling (Kafka, RocketMQ) or an MQTT session's unacknowledged
+	// QoS 1 messages may deliver again what was handled just before the
+	// stop (at least once): such duplicates are counted, and can only be
+	// messages sent before the stop.
+	if c.Received-c.Duplicates != int64(want) || c.Lost != 0 || c.Duplicates > int64(a) {
+		t.Errorf("consumer received %d, duplicates %d, lost %d; want %d distinct, 0 lost, at most %d duplicates",
+			c.Received, c.Duplicates, c.Lost, want, a)
+	}
+	if c.Duplicates > 0 {
+		t.Logf("%d messages delivered again after the restart", c.Duplicates)
 	}
 }
 
