@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/planrun/planrun/drivers/drivertest"
 	"github.com/planrun/planrun/internal/testenv"
 	"github.com/planrun/planrun/metrics"
 	"github.com/planrun/planrun/results"
@@ -28,6 +29,7 @@ func TestMosquittoKilledAndRestarted(t *testing.T) {
 	brokerURL := testenv.Broker(t, "PLANRUN_TEST_MOSQUITTO_RESTART")
 	pidfile := testenv.Broker(t, "PLANRUN_TEST_MOSQUITTO_RESTART_PIDFILE")
 	start := testenv.Broker(t, "PLANRUN_TEST_MOSQUITTO_RESTART_START")
+	drivertest.LockBroker(t, pidfile) // the mqtt driver's conformance test restarts it too
 	u, err := url.Parse(brokerURL)
 	if err != nil {
 		t.Fatal(err)

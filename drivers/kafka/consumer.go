@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -122,10 +125,42 @@ func (c *consumer) Run(ctx context.Context, handle func(*drivers.Message)) error
 		if ctx.Err() != nil || errors.Is(err, sarama.ErrClosedConsumerGroup) {
 			return nil
 		}
-		if err != nil {
+		if err != nil && !transient(err) {
 			return fmt.Errorf("kafka: consumer group %s on topic %s: %w", c.group, c.topic, err)
 		}
+		if err != nil {
+			// The brokers are away (restarting, unreachable): try again,
+			// as a Kafka consumer application does, until Run is stopped.
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(250 * time.Millisecond):
+			}
+		}
 	}
+}
+
+// transient reports whether a group's Consume failed because the brokers
+// could not be reached for a while, rather than because of how the group
+// is configured: Run then tries again.
+func transient(err error) bool {
+	var ne net.Error
+	switch {
+	case errors.Is(err, sarama.ErrOutOfBrokers), errors.Is(err, sarama.ErrNotConnected),
+		errors.Is(err, io.EOF), errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET),
+		errors.As(err, &ne):
+		return true
+	}
+	var ke sarama.KError
+	if errors.As(err, &ke) {
+		switch ke {
+		case sarama.ErrConsumerCoordinatorNotAvailable, sarama.ErrNotCoordinatorForConsumer, sarama.ErrOffsetsLoadInProgress,
+			sarama.ErrRebalanceInProgress, sarama.ErrLeaderNotAvailable, sarama.ErrNotLeaderForPartition,
+			sarama.ErrRequestTimedOut, sarama.ErrNetworkException:
+			return true
+		}
+	}
+	return false
 }
 
 // Close implements drivers.Consumer: it stops Run, commits every handled
