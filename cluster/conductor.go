@@ -509,7 +509,7 @@ func newProxy(rr *remoteRun, def *plan.WorkloadDef, ws []int, targets func(strin
 		acct := rr.shared.Acct
 		p.group, p.target = g, targets(g.Key().Target)
 		p.rec.SetBacklog(func() metrics.Backlog { return acct.Backlog(g) })
-		p.rec.SetLost(func() int64 { return acct.Backlog(g).Messages })
+		p.rec.SetLost(func() int64 { return acct.Lost(g) })
 	}
 	p.rec.SetGauges(p.sumGauges)
 	return p
@@ -579,11 +579,32 @@ func (p *proxy) Stop(ctx context.Context) error {
 		return &StopArgs{Workloads: []string{p.name}, Timeout: int64(timeout)}
 	})
 	p.rec.SetRunning(p.Running())
+	if err == nil && p.group != nil {
+		p.settle()
+	}
 	p.changed()
 	if err != nil {
 		return fmt.Errorf("stopping: %w", err)
 	}
 	return nil
+}
+
+// settle decides, with the shards' last figures merged, what of the
+// group's backlog is lost (workloads.Accounting.Settle): over workers by
+// the broker's own count of the group's lag, where the target has one;
+// the rest stays in flight.
+func (p *proxy) settle() {
+	var lag func() (int64, bool)
+	if lr, ok := drivers.As[drivers.LagReader](p.target); ok {
+		k := p.group.Key()
+		lag = func() (int64, bool) {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			defer cancel()
+			n, err := lr.Lag(ctx, k.Subscription, k.Group)
+			return n, err == nil
+		}
+	}
+	p.rr.shared.Acct.Settle(p.group, false, lag)
 }
 
 func (p *proxy) changed() {
