@@ -533,9 +533,10 @@ func (r *Run) Workloads(names []string) []workloads.Workload {
 	for _, n := range names {
 		if n == "all" {
 			for _, w := range r.Plan.Workloads {
-				if !seen[w.Name] {
+				// A run whose setup failed has only some workloads.
+				if wl, ok := r.works[w.Name]; ok && !seen[w.Name] {
 					seen[w.Name] = true
-					out = append(out, r.works[w.Name])
+					out = append(out, wl)
 				}
 			}
 			continue
