@@ -69,7 +69,9 @@ steps:
 	stages := [][2]float64{{t0, t0 + 4}, {t0 + 4, t1}, {t1, t1 + 4}}
 	checked := 0
 	var p99s, around []float64
+	var sent int64 // sent by the end of the point, from the series' counts
 	for _, p := range run.Metrics.Series["producer"] {
+		sent += p.Sent
 		if p.Interval == 0 {
 			continue
 		}
@@ -79,9 +81,15 @@ steps:
 			if from < st[0]+1 || to > st[1] {
 				continue
 			}
-			exp := (want(to) - want(from)) / p.Interval
-			if math.Abs(p.SendRate-exp) > 0.02*exp {
-				t.Errorf("second ending at %.2fs: %.0f msg/s, schedule asks %.0f", to, p.SendRate, exp)
+			// The pacer never sends ahead of the schedule, and falls no
+			// more than a second's sends behind it (a schedule that lost
+			// its place would); how a busy machine spreads the sends
+			// over neighbouring seconds is not asserted.
+			rate := (want(to) - want(from)) / p.Interval
+			if ahead := float64(sent) - want(to); ahead > 0.01*want(to)+2 {
+				t.Errorf("by %.2fs: sent %d, %.0f ahead of the schedule", to, sent, ahead)
+			} else if -ahead > rate {
+				t.Errorf("by %.2fs: sent %d, %.0f behind the schedule (%.0f msg/s)", to, sent, -ahead, rate)
 			}
 			checked++
 		}
