@@ -23,7 +23,7 @@ func TestPhaseCutsAreAtomic(t *testing.T) {
 			defer wg.Done()
 			for i := 0; !stop.Load() && i < 20000; i++ {
 				now := time.Now()
-				r.Sent()
+				r.Sent(now.Add(-time.Millisecond))
 				r.Acked(10, time.Millisecond, now)
 				r.Receipt(10, time.Millisecond, now, i%7 == g, false)
 				if i%11 == 0 {
