@@ -4,6 +4,7 @@ package main
 // itself by name when imported.
 import (
 	_ "github.com/planrun/planrun/collectors"
+	_ "github.com/planrun/planrun/drivers/amqp"
 	_ "github.com/planrun/planrun/drivers/kafka"
 	_ "github.com/planrun/planrun/drivers/memory"
 	_ "github.com/planrun/planrun/drivers/mqtt"

@@ -408,3 +408,120 @@ steps:
 		}
 	}
 }
+
+// AMQP 1.0 through RabbitMQ's rabbitmq_amqp1_0 plugin: the queue is
+// declared by a rabbitmq target of the same plan (a quorum queue) and
+// reached as the address /amq/queue/NAME; unsettled sends are acked by the
+// broker's accepted disposition. Counts equal the broker's own.
+func TestAMQP10Counts(t *testing.T) {
+	env := rabbit(t)
+	amqpURL := realBroker(t, "PLANRUN_TEST_AMQP")
+	queue := uniq("planrun-amqp10")
+	plan := `name: amqp10-counts
+targets:
+  rmq: { driver: rabbitmq, url: "` + env.url + `", queues: { ` + queue + `: { type: quorum } } }
+  a10: { driver: amqp, url: "` + amqpURL + `", username: guest, password: guest }
+workloads:
+  p: { target: a10, produce: { topic: /amq/queue/` + queue + `, count: 2000, threads: 16, size: 200B, durable: true } }
+  s: { target: a10, produce: { topic: /amq/queue/` + queue + `, count: 500, threads: 1, size: 200B, settled: true } }
+  c: { target: a10, consume: { topic: /amq/queue/` + queue + `, consumers: 2, credit: 10000 } }
+progress: 0s
+steps:
+  - start: c
+  - start: [p, s]
+  - wait: "!p.running && !s.running && c.received >= 2500"
+    timeout: 2m
+  - stop: all
+  - exec: [rabbitmqctl, -q, -n, ` + env.node + `, list_queues, name, messages]
+    as: depth
+`
+	res, _, _ := runInline(t, plan)
+	r := res.Runs[0]
+	m := r.Metrics.Workloads
+	p, s, c := m["p"], m["s"], m["c"]
+	if p.Acked != 2000 || p.Failed != 0 || s.Acked != 500 || c.Received != 2500 || c.Lost != 0 || c.Duplicates != 0 {
+		t.Errorf("acked %d+%d (failed %d), received %d, lost %d, duplicates %d; want 2500 received once", p.Acked, s.Acked, p.Failed, c.Received, c.Lost, c.Duplicates)
+	}
+	if d := queueDepths(t, r, "depth")[queue]; len(d) != 1 || d[0] != 0 {
+		t.Errorf("rabbitmqctl list_queues %s: %v, want an empty queue", queue, d)
+	}
+	q := env.awaitQueue(t, queue, "publish = deliver_get = 2500", func(q mgmtQueue) bool { return q.Stats.Publish == 2500 && q.Stats.DeliverGet == 2500 })
+	t.Logf("broker: publish %d, deliver_get %d, ack %d", q.Stats.Publish, q.Stats.DeliverGet, q.Stats.Ack)
+}
+
+// The broker stopped and started under AMQP 1.0 links: events, an outage
+// per workload, and nothing accepted by the broker is lost.
+func TestAMQP10BrokerRestart(t *testing.T) {
+	env := rabbit(t)
+	amqpURL := realBroker(t, "PLANRUN_TEST_AMQP")
+	queue := uniq("planrun-amqp10-restart")
+	plan := `name: amqp10-restart
+targets:
+  rmq: { driver: rabbitmq, url: "` + env.url + `", queues: { ` + queue + `: { type: quorum } } }
+  a10: { driver: amqp, url: "` + amqpURL + `", username: guest, password: guest, reconnect_interval: 500ms }
+workloads:
+  p: { target: a10, produce: { topic: /amq/queue/` + queue + `, rate: 200, threads: 32, durable: true, send_timeout: 1m } }
+  c: { target: a10, consume: { topic: /amq/queue/` + queue + `, credit: 20000 } }
+progress: 0s
+steps:
+  - start: [c, p]
+  - wait: c.received >= 200
+    timeout: 30s
+  - exec: [rabbitmqctl, -q, -n, ` + env.node + `, stop_app]
+    phase: down
+  - sleep: 2s
+  - exec: [rabbitmqctl, -q, -n, ` + env.node + `, start_app]
+    phase: back
+  - wait: p.events.reconnects >= 1 && c.events.reconnects >= 1
+    timeout: 1m
+  - sleep: 2s
+  - stop: p
+  - wait: c.backlog.messages == 0
+    timeout: 30s
+  - stop: all
+`
+	res, _, _ := runInline(t, plan)
+	m := res.Runs[0].Metrics
+	for _, w := range []string{"p", "c"} {
+		ev := eventCounts(m, w)
+		if ev[metrics.EventDisconnected] != 1 || ev[metrics.EventReconnected] != 1 {
+			t.Errorf("%s events %v, want one disconnect and one reconnect", w, ev)
+		}
+		if o := outageOf(t, m, w); !o.Ended {
+			t.Errorf("%s outage %+v did not end", w, o)
+		}
+	}
+	p, c := m.Workloads["p"], m.Workloads["c"]
+	if c.Lost != 0 || c.Received-c.Duplicates < p.Acked {
+		t.Errorf("acked %d, received %d (%d duplicates), lost %d: an accepted message was lost", p.Acked, c.Received, c.Duplicates, c.Lost)
+	}
+	t.Logf("acked %d, failed %d, received %d, duplicates %d", p.Acked, p.Failed, c.Received, c.Duplicates)
+}
+
+// Bad credentials and a closed port fail at open, clearly, without the
+// password.
+func TestAMQP10OpenErrors(t *testing.T) {
+	amqpURL := realBroker(t, "PLANRUN_TEST_AMQP")
+	for _, c := range []struct{ name, target, want string }{
+		{"refused", `url: "amqp://guest:s3cret-pw@127.0.0.1:1"`, "amqp: connect to 127.0.0.1:1: "},
+		{"credentials", `url: "` + amqpURL + `", username: guest, password: s3cret-pw`, `the broker refused user "guest": wrong user name or password`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			plan := writePlan(t, `name: open
+targets:
+  a10: { driver: amqp, `+c.target+`, connect_timeout: 5s }
+workloads:
+  p: { produce: { topic: q, count: 1 } }
+progress: 0s
+steps:
+  - start: p
+`)
+			var stdout, stderr bytes.Buffer
+			code := run([]string{"-q", "--out", t.TempDir(), plan}, &stdout, &stderr)
+			all := stdout.String() + stderr.String()
+			if code != 3 || !strings.Contains(all, c.want) || strings.Contains(all, "s3cret-pw") {
+				t.Errorf("exit %d, want 3 and %q without the password:\n%s", code, c.want, all)
+			}
+		})
+	}
+}

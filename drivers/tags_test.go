@@ -8,6 +8,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/planrun/planrun/drivers"
+	_ "github.com/planrun/planrun/drivers/amqp"
 	_ "github.com/planrun/planrun/drivers/kafka"
 	_ "github.com/planrun/planrun/drivers/memory"
 	_ "github.com/planrun/planrun/drivers/mqtt"
