@@ -64,7 +64,9 @@ type ConsumeOptions struct {
 }
 
 // Driver opens AMQP 1.0 targets.
-var Driver = drivers.Define(open)
+var Driver = drivers.Define(open, drivers.Capabilities{
+	Consume: true, Positions: true, Restart: true, Relay: true, Credentials: true,
+})
 
 var (
 	_ drivers.TargetOf[ProduceOptions, ConsumeOptions] = (*Target)(nil)

@@ -142,7 +142,6 @@ func (c *consumer) Run(ctx context.Context, handle func(*drivers.Message)) error
 // serve hands deliveries to the workload until the connection is lost or
 // ctx ends.
 func (c *consumer) serve(ctx context.Context, d <-chan amqp.Delivery, closed chan *amqp.Error, handle func(*drivers.Message)) (string, bool) {
-	var m drivers.Message
 	for {
 		select {
 		case <-ctx.Done():
@@ -165,7 +164,9 @@ func (c *consumer) serve(ctx context.Context, d <-chan amqp.Delivery, closed cha
 					return "channel closed", false
 				}
 			}
-			m = drivers.Message{Topic: c.queue, Value: dl.Body, Partition: -1, Offset: -1, Received: time.Now()}
+			// A message of its own each time: a relay keeps it after
+			// handle returns.
+			m := &drivers.Message{Topic: c.queue, Value: dl.Body, Partition: -1, Offset: -1, Received: time.Now()}
 			if dl.Redelivered {
 				c.redelivered.Add(1)
 			}
@@ -174,7 +175,7 @@ func (c *consumer) serve(ctx context.Context, d <-chan amqp.Delivery, closed cha
 					m.Offset = off
 				}
 			}
-			handle(&m)
+			handle(m)
 			c.received.Add(1)
 			if c.stream && m.Offset >= 0 {
 				c.t.received(c.queue, c.group, m.Offset)

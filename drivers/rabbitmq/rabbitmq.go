@@ -41,7 +41,9 @@ func init() {
 }
 
 // Driver opens RabbitMQ targets.
-var Driver = drivers.Define(open)
+var Driver = drivers.Define(open, drivers.Capabilities{
+	Consume: true, Positions: true, Restart: true, Relay: true, Credentials: true, Lag: true,
+})
 
 var (
 	_ drivers.TargetOf[ProduceOptions, ConsumeOptions] = (*Target)(nil)
