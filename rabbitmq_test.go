@@ -424,7 +424,7 @@ targets:
 workloads:
   p: { target: a10, produce: { topic: /amq/queue/` + queue + `, count: 2000, threads: 16, size: 200B, durable: true } }
   s: { target: a10, produce: { topic: /amq/queue/` + queue + `, count: 500, threads: 1, size: 200B, settled: true } }
-  c: { target: a10, consume: { topic: /amq/queue/` + queue + `, consumers: 2, credit: 10000 } }
+  c: { target: a10, consume: { topic: /amq/queue/` + queue + `, consumers: 2, credit: 50 } }
 progress: 0s
 steps:
   - start: c
@@ -461,7 +461,7 @@ targets:
   a10: { driver: amqp, url: "` + amqpURL + `", username: guest, password: guest, reconnect_interval: 500ms }
 workloads:
   p: { target: a10, produce: { topic: /amq/queue/` + queue + `, rate: 200, threads: 32, durable: true, send_timeout: 1m } }
-  c: { target: a10, consume: { topic: /amq/queue/` + queue + `, credit: 20000 } }
+  c: { target: a10, consume: { topic: /amq/queue/` + queue + ` } }
 progress: 0s
 steps:
   - start: [c, p]
@@ -521,6 +521,61 @@ steps:
 			all := stdout.String() + stderr.String()
 			if code != 3 || !strings.Contains(all, c.want) || strings.Contains(all, "s3cret-pw") {
 				t.Errorf("exit %d, want 3 and %q without the password:\n%s", code, c.want, all)
+			}
+		})
+	}
+}
+
+// The repository's RabbitMQ plans run end to end against rabbitmq-server:
+// the cold read on a quorum queue, scaled down, and the Artemis round trip
+// over AMQP 1.0 (protocol=amqp) through the AMQP 1.0 plugin.
+func TestRabbitMQPlans(t *testing.T) {
+	env := rabbit(t)
+	amqpURL := realBroker(t, "PLANRUN_TEST_AMQP")
+	au, err := url.Parse(amqpURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	au.User = url.UserPassword("guest", "guest")
+	queue := uniq("planrun-cold")
+	out := t.TempDir()
+	for _, c := range []struct {
+		plan string
+		args []string
+	}{
+		{"rabbitmq-cold-read", []string{"--set", "url=" + env.url, "--set", "queue=" + queue, "--set", "backlog=2MiB",
+			"--set", "warm=3s", "--set", "cold=30s", "--set", "threads=16", "--set", "consumers=2"}},
+		{"artemis-roundtrip", []string{"--set", "protocol=amqp", "--set", "url=" + au.String(), "--set", "n=2000", "--set", "size=11B,1KB",
+			"--set", "request=" + uniq("planrun-request"), "--set", "reply=" + uniq("planrun-reply")}},
+	} {
+		t.Run(c.plan, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			args := append([]string{"-q", "--out", out}, c.args...)
+			if code := run(append(args, "plans/"+c.plan+".yaml"), &stdout, &stderr); code != 0 {
+				t.Fatalf("exit %d\n%s\n%s", code, stdout.String(), stderr.String())
+			}
+			res, err := results.Load(out + "/" + c.plan + ".json")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, r := range res.Runs {
+				for name, w := range r.Metrics.Workloads {
+					if w.Lost != 0 || w.Failed != 0 {
+						t.Errorf("run %d: %s lost %d, failed %d", i, name, w.Lost, w.Failed)
+					}
+				}
+			}
+			if c.plan == "rabbitmq-cold-read" {
+				m := res.Runs[0].Metrics
+				var cold metrics.Stats
+				for _, ph := range m.Phases {
+					if ph.Name == "cold-read" {
+						cold = ph.Workloads["consumer"]
+					}
+				}
+				if cold.Received*1024 < 2<<20 {
+					t.Errorf("the cold read received %d messages, want the 2 MiB backlog or more", cold.Received)
+				}
 			}
 		})
 	}

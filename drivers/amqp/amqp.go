@@ -536,10 +536,12 @@ func (t *Target) NewConsumer(ctx context.Context, spec drivers.ConsumerSpec, o *
 	if credit <= 0 {
 		credit = defaultCredit
 	}
-	// Credit is managed here, not by the library: its automatic top-up
-	// waits until the link's credit is used up, and RabbitMQ 3.10's AMQP
-	// 1.0 plugin then stops sending after a few windows. planrun gives
-	// credit back every half window instead.
+	// Credit is managed here, not by the library: planrun gives credit
+	// back every half window, and a receiver idle for a second drains its
+	// link and grants a full window again. RabbitMQ 3.x's AMQP 1.0 plugin
+	// now and then sends more transfers than the credit granted; the
+	// client's count of the credit left then wraps around and neither
+	// side sends credit or messages any more. The drain resets both.
 	ro := &goamqp.ReceiverOptions{Credit: -1, Name: "planrun-" + spec.Instance}
 	if o.Settled {
 		ro.RequestedSenderSettleMode = goamqp.SenderSettleModeSettled.Ptr()
@@ -579,10 +581,22 @@ func (c *consumer) Run(ctx context.Context, handle func(*drivers.Message)) error
 		if l != cur {
 			cur, owed = l, 0 // a new link starts with a full window
 		}
-		msg, err := l.receiver.Receive(ctx, nil)
+		rctx, cancel := context.WithTimeout(ctx, idleResync)
+		msg, err := l.receiver.Receive(rctx, nil)
+		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
+			}
+			if errors.Is(err, context.DeadlineExceeded) {
+				// Idle: drain the link and grant a full window again, so
+				// a credit count the broker and the client disagree on
+				// (see NewConsumer) is reset.
+				if err := c.resync(ctx, l); err != nil {
+					c.k.failed(l, err)
+				}
+				owed = 0
+				continue
 			}
 			c.k.failed(l, err)
 			continue
@@ -608,6 +622,24 @@ func (c *consumer) Run(ctx context.Context, handle func(*drivers.Message)) error
 			owed = 0
 		}
 	}
+}
+
+// idleResync is how long a receiver waits for a message before it drains
+// its link and grants its credit again.
+const idleResync = time.Second
+
+// resync drains the link's credit (the broker answers once it has used or
+// dropped what it had) and grants a full window.
+func (c *consumer) resync(ctx context.Context, l *link) error {
+	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := l.receiver.DrainCredit(dctx, nil); err != nil {
+		if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) {
+			return nil
+		}
+		return err
+	}
+	return l.receiver.IssueCredit(uint32(c.credit))
 }
 
 // Close implements drivers.Consumer: the connection closes; what was not

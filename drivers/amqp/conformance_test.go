@@ -11,7 +11,7 @@ import (
 // .ci/services.sh; a bare address there is a queue the plugin declares
 // (not durable: the broker restart may lose what the queue held, and the
 // suite then checks the loss is counted). Credit covers every message of
-// a check: see the README on the 3.10 plugin's credit.
+// a check.
 func TestConformance(t *testing.T) {
 	real := func(t testing.TB) (string, string) {
 		t.Helper()
@@ -27,7 +27,6 @@ func TestConformance(t *testing.T) {
 	drivertest.Run(t, drivertest.Suite{
 		Driver:  "amqp",
 		Produce: drivertest.Options{"durable": true},
-		Consume: drivertest.Options{"credit": 100000},
 		Start: func(t testing.TB) drivertest.Env {
 			u, node := real(t)
 			return drivertest.Env{
