@@ -29,6 +29,8 @@ type producer struct {
 	confirm  bool
 	timeout  time.Duration
 	events   drivers.EventSink
+	// confirmRoom is the confirm channel's buffer: the messages in flight.
+	confirmRoom int
 
 	ctx    context.Context // the producer's life
 	cancel context.CancelFunc
@@ -66,7 +68,8 @@ var (
 func (t *Target) NewProducer(ctx context.Context, spec drivers.ProducerSpec, o *ProduceOptions) (drivers.Producer, error) {
 	p := &producer{t: t, workload: spec.Workload, exchange: o.Exchange, key: spec.Topic, opts: *o,
 		confirm: o.confirm(), timeout: o.sendTimeout(), events: spec.Events,
-		up: make(chan struct{}), pending: map[uint64]*pend{}, done: make(chan struct{})}
+		up: make(chan struct{}), pending: map[uint64]*pend{}, done: make(chan struct{}),
+		confirmRoom: max(2*spec.Threads, 64)}
 	if o.Exchange != "" {
 		if _, ok := t.cfg.exchangeType(o.Exchange); !ok {
 			return nil, fmt.Errorf("rabbitmq: workload %s: exchange %q is not one of the target's exchanges; declare it under the target's exchanges (with its type) so planrun can account its routing", spec.Workload, o.Exchange)
@@ -117,8 +120,9 @@ func (p *producer) connect(ctx context.Context) (*amqp.Connection, *amqp.Channel
 			conn.Close()
 			return nil, nil, n, fmt.Errorf("confirm mode: %w", err)
 		}
-		// Buffered: the connection's reader never waits for run.
-		n.confirms = ch.NotifyPublish(make(chan amqp.Confirmation, 8192))
+		// Room for every message in flight (threads): the connection's
+		// reader never waits for run, which may wait for a publish.
+		n.confirms = ch.NotifyPublish(make(chan amqp.Confirmation, p.confirmRoom))
 	}
 	if p.opts.Mandatory {
 		// Unbuffered: the reader hands a return over before it reads the
