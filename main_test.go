@@ -62,7 +62,7 @@ func TestExitCodes(t *testing.T) {
 		{"missing file", []string{"/nonexistent/plan.yaml"}, 2, "cannot read plan"},
 		{"broker unreachable", []string{"--out", out, "-q", unreachable}, 3, "127.0.0.1:1"},
 		{"connect timeout", []string{"--out", out, "-q", "--connect-timeout", "1ms", unreachable}, 3, "127.0.0.1:1"},
-		{"explain lists", []string{"explain"}, 0, "driver     kafka"},
+		{"explain lists", []string{"explain"}, 0, "driver     amqp, kafka"},
 		{"explain a step", []string{"explain", "step", "wait"}, 0, "on_timeout"},
 		{"explain unknown", []string{"explain", "kafak"}, 2, `nothing called "kafak" (did you mean "kafka"?)`},
 		{"bad stop timeout", []string{"--stop-timeout", "30", good}, 2, `--stop-timeout "30": give a duration such as 30s`},

@@ -6,6 +6,8 @@
 #   mosquitto          MQTT   127.0.0.1:18833  (a second one that tests kill and start again)
 #   ActiveMQ 5.17      MQTT   127.0.0.1:18832
 #   redis-server       Redis  127.0.0.1:16379
+#   rabbitmq-server    AMQP 0-9-1 and AMQP 1.0  127.0.0.1:15682, management HTTP 127.0.0.1:15683
+#                      (node planrun-test@localhost; its state is wiped at every start)
 #
 # and installs prometheus-node-exporter, which a collector test starts on a
 # port of its own.
@@ -29,6 +31,10 @@ MOSQUITTO_RESTART_PORT=18833
 ACTIVEMQ_PORT=18832
 REDIS_PORT=16379
 ACTIVEMQ_BOOT_TIMEOUT=${ACTIVEMQ_BOOT_TIMEOUT:-90}
+RABBITMQ_PORT=15682
+RABBITMQ_MGMT_PORT=15683
+RABBITMQ_NODE=planrun-test@localhost
+RABBITMQ_BOOT_TIMEOUT=${RABBITMQ_BOOT_TIMEOUT:-90}
 
 log() { printf 'services: %s\n' "$*"; }
 die() {
@@ -73,11 +79,35 @@ stop_pidfile() {
 	rm -f "$f"
 }
 
+# rabbitmq_env prints the environment of the test node: directories of its
+# own (owned by user rabbitmq), its node name, ports and plugins, so that
+# it never touches a system instance (node rabbit@HOST on 5672).
+rabbitmq_env() {
+	local dir=$STATE/rabbitmq
+	echo RABBITMQ_NODENAME=$RABBITMQ_NODE RABBITMQ_NODE_IP_ADDRESS=127.0.0.1 RABBITMQ_NODE_PORT=$RABBITMQ_PORT \
+		RABBITMQ_DIST_PORT=$((RABBITMQ_PORT + 20000)) \
+		RABBITMQ_MNESIA_BASE="$dir/mnesia" RABBITMQ_LOG_BASE="$dir/log" \
+		RABBITMQ_ENABLED_PLUGINS_FILE="$dir/enabled_plugins" RABBITMQ_CONFIG_FILE="$dir/rabbitmq" \
+		RABBITMQ_PID_FILE="$dir/rabbitmq.pid" HOME=/var/lib/rabbitmq
+}
+
+# stop_rabbitmq stops the test node, if it runs, and waits for it (bounded).
+stop_rabbitmq() {
+	local dir=$STATE/rabbitmq
+	[[ -f $dir/rabbitmq.pid ]] || return 0
+	if alive "$dir/rabbitmq.pid"; then
+		# shellcheck disable=SC2046
+		env $(rabbitmq_env) timeout 60 rabbitmqctl -n $RABBITMQ_NODE shutdown >/dev/null 2>&1 || true
+	fi
+	stop_pidfile "$dir/rabbitmq.pid"
+}
+
 if [[ ${1:-start} == stop ]]; then
 	stop_pidfile "$STATE/mosquitto/mosquitto.pid"
 	stop_pidfile "$STATE/mosquitto-restart/mosquitto.pid"
 	stop_pidfile "$STATE/activemq/activemq.pid"
 	stop_pidfile "$STATE/redis/redis.pid"
+	stop_rabbitmq
 	log "stopped"
 	exit 0
 fi
@@ -85,7 +115,7 @@ fi
 [[ $(id -u) == 0 ]] || die "run as root (it installs packages)"
 
 install_packages() {
-	local pkgs=(mosquitto mosquitto-clients redis-server activemq libmqtt-client-java prometheus-node-exporter) missing=() p
+	local pkgs=(mosquitto mosquitto-clients redis-server activemq libmqtt-client-java prometheus-node-exporter rabbitmq-server) missing=() p
 	for p in "${pkgs[@]}"; do
 		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 	done
@@ -255,6 +285,45 @@ EOF
 	fi
 }
 
+# start_rabbitmq starts the test node with a fresh state directory (tests
+# count messages in queues: a node keeping the last run's queues would
+# skew them), with the management (HTTP on its own port) and AMQP 1.0
+# plugins, and waits until it serves AMQP and HTTP, bounded.
+start_rabbitmq() {
+	local dir=$STATE/rabbitmq
+	if port_open $RABBITMQ_PORT; then
+		log "rabbitmq: 127.0.0.1:$RABBITMQ_PORT already answers"
+		return 0
+	fi
+	# Where apt started the package's own node (rabbit@HOST on 5672), it is
+	# left alone and never used.
+	stop_rabbitmq
+	rm -rf "$dir"
+	mkdir -p "$dir/mnesia" "$dir/log"
+	cat >"$dir/rabbitmq.conf" <<EOF
+listeners.tcp.default = 127.0.0.1:$RABBITMQ_PORT
+management.tcp.ip = 127.0.0.1
+management.tcp.port = $RABBITMQ_MGMT_PORT
+# The management API's counters every second, not every 5.
+collect_statistics_interval = 1000
+EOF
+	echo '[rabbitmq_management,rabbitmq_amqp1_0].' >"$dir/enabled_plugins"
+	chown -R rabbitmq: "$dir"
+	log "rabbitmq: starting node $RABBITMQ_NODE on 127.0.0.1:$RABBITMQ_PORT (management on $RABBITMQ_MGMT_PORT)"
+	(
+		cd /var/lib/rabbitmq
+		ulimit -n 65536 2>/dev/null || true
+		# shellcheck disable=SC2046
+		exec env $(rabbitmq_env) setsid runuser -u rabbitmq -- /usr/lib/rabbitmq/bin/rabbitmq-server \
+			</dev/null >"$dir/log/startup.log" 2>&1 3>&-
+	) 3>&- &
+	local pid=$!
+	if ! wait_port $RABBITMQ_PORT "$RABBITMQ_BOOT_TIMEOUT" "$pid" || ! wait_port $RABBITMQ_MGMT_PORT 30 "$pid"; then
+		tail -n 40 "$dir/log/startup.log" || true
+		die "rabbitmq did not open 127.0.0.1:$RABBITMQ_PORT and :$RABBITMQ_MGMT_PORT within ${RABBITMQ_BOOT_TIMEOUT}s; see $dir/log"
+	fi
+}
+
 install_packages
 mkdir -p "$STATE"
 mosquitto_conf "$STATE/mosquitto" $MOSQUITTO_PORT
@@ -266,6 +335,7 @@ mosquitto_conf "$STATE/mosquitto-restart" $MOSQUITTO_RESTART_PORT "sys_interval 
 start_mosquitto "$STATE/mosquitto-restart" $MOSQUITTO_RESTART_PORT "mosquitto (restartable)"
 start_redis
 start_activemq
+start_rabbitmq
 log "all services up (state in $STATE; stop with: bash .ci/services.sh stop)"
 
 cat >&3 <<EOF
@@ -275,4 +345,8 @@ export PLANRUN_TEST_REDIS=127.0.0.1:$REDIS_PORT
 export PLANRUN_TEST_MOSQUITTO_RESTART=tcp://127.0.0.1:$MOSQUITTO_RESTART_PORT
 export PLANRUN_TEST_MOSQUITTO_RESTART_PIDFILE=$STATE/mosquitto-restart/mosquitto.pid
 export PLANRUN_TEST_MOSQUITTO_RESTART_START='mosquitto -c $STATE/mosquitto-restart/mosquitto.conf -d'
+export PLANRUN_TEST_RABBITMQ=amqp://guest:guest@127.0.0.1:$RABBITMQ_PORT/
+export PLANRUN_TEST_RABBITMQ_MGMT=http://127.0.0.1:$RABBITMQ_MGMT_PORT
+export PLANRUN_TEST_RABBITMQ_NODE=$RABBITMQ_NODE
+export PLANRUN_TEST_AMQP=amqp://127.0.0.1:$RABBITMQ_PORT
 EOF

@@ -78,7 +78,9 @@ func targetSchema() obj {
 // switched is an object whose key selects which keys the rest may be.
 func switched(key, doc, keyDoc string, names []string, cases []any) obj {
 	s := obj{"type": "object", "description": doc, "required": []string{key},
-		"properties": obj{key: obj{"enum": names, "description": keyDoc}}}
+		// The loader takes a ${variable} here too (a plan that runs over
+		// either of two drivers); the other keys are then not checked.
+		"properties": obj{key: orVariable(obj{"enum": names, "description": keyDoc})}}
 	if len(cases) > 0 {
 		s["allOf"] = cases
 	}
