@@ -6,6 +6,7 @@
 #   mosquitto          MQTT   127.0.0.1:18833  (a second one that tests kill and start again)
 #   ActiveMQ 5.17      MQTT   127.0.0.1:18832
 #   redis-server       Redis  127.0.0.1:16379
+#   nats-server 2.9    NATS   127.0.0.1:14222  (JetStream; monitoring on 127.0.0.1:18222)
 #
 # Run as root on Debian 12. Idempotent: a service whose port already answers
 # is left alone. Everything it says goes to stderr; stdout carries only the
@@ -26,6 +27,8 @@ MOSQUITTO_RESTART_PORT=18833
 ACTIVEMQ_PORT=18832
 REDIS_PORT=16379
 ACTIVEMQ_BOOT_TIMEOUT=${ACTIVEMQ_BOOT_TIMEOUT:-90}
+NATS_PORT=14222
+NATS_MONITOR_PORT=18222
 
 log() { printf 'services: %s\n' "$*"; }
 die() {
@@ -70,11 +73,45 @@ stop_pidfile() {
 	rm -f "$f"
 }
 
+# NATS: Debian's nats-server (2.9) with JetStream in $STATE/nats. It has
+# no daemon mode: it runs as a background job with a pid file.
+install_nats() {
+	dpkg-query -W -f='${Status}' nats-server 2>/dev/null | grep -q 'install ok installed' && return 0
+	log "installing nats-server"
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends nats-server ||
+		die "apt-get install nats-server failed"
+}
+
+start_nats() {
+	local dir=$STATE/nats bin
+	if port_open $NATS_PORT; then
+		log "nats-server: 127.0.0.1:$NATS_PORT already answers"
+		return 0
+	fi
+	bin=$(command -v nats-server || echo /usr/sbin/nats-server)
+	[[ -x $bin ]] || die "nats-server not found"
+	mkdir -p "$dir/jetstream"
+	log "nats-server: starting on 127.0.0.1:$NATS_PORT (monitoring $NATS_MONITOR_PORT)"
+	(
+		ulimit -n 65536 2>/dev/null || true
+		exec setsid "$bin" -a 127.0.0.1 -p $NATS_PORT -m $NATS_MONITOR_PORT -js -sd "$dir/jetstream" \
+			-P "$dir/nats-server.pid" </dev/null >"$dir/nats-server.log" 2>&1 3>&-
+	) 3>&- &
+	local pid=$!
+	if ! wait_port $NATS_PORT 20 "$pid" || ! wait_port $NATS_MONITOR_PORT 10 "$pid"; then
+		tail -n 20 "$dir/nats-server.log" || true
+		die "nats-server did not start; see $dir/nats-server.log"
+	fi
+}
+
+stop_nats() { stop_pidfile "$STATE/nats/nats-server.pid"; }
+
 if [[ ${1:-start} == stop ]]; then
 	stop_pidfile "$STATE/mosquitto/mosquitto.pid"
 	stop_pidfile "$STATE/mosquitto-restart/mosquitto.pid"
 	stop_pidfile "$STATE/activemq/activemq.pid"
 	stop_pidfile "$STATE/redis/redis.pid"
+	stop_nats
 	log "stopped"
 	exit 0
 fi
@@ -263,6 +300,8 @@ mosquitto_conf "$STATE/mosquitto-restart" $MOSQUITTO_RESTART_PORT "sys_interval 
 start_mosquitto "$STATE/mosquitto-restart" $MOSQUITTO_RESTART_PORT "mosquitto (restartable)"
 start_redis
 start_activemq
+install_nats
+start_nats
 log "all services up (state in $STATE; stop with: bash .ci/services.sh stop)"
 
 cat >&3 <<EOF
@@ -272,4 +311,6 @@ export PLANRUN_TEST_REDIS=127.0.0.1:$REDIS_PORT
 export PLANRUN_TEST_MOSQUITTO_RESTART=tcp://127.0.0.1:$MOSQUITTO_RESTART_PORT
 export PLANRUN_TEST_MOSQUITTO_RESTART_PIDFILE=$STATE/mosquitto-restart/mosquitto.pid
 export PLANRUN_TEST_MOSQUITTO_RESTART_START='mosquitto -c $STATE/mosquitto-restart/mosquitto.conf -d'
+export PLANRUN_TEST_NATS=nats://127.0.0.1:$NATS_PORT
+export PLANRUN_TEST_NATS_MONITOR=http://127.0.0.1:$NATS_MONITOR_PORT
 EOF

@@ -21,6 +21,10 @@ var (
 // handler; beyond that the client drops them (a slow consumer event).
 const coreBuffer = 64 << 10
 
+// drainWait bounds how long a stopping JetStream consumer handles what
+// its client holds.
+const drainWait = 5 * time.Second
+
 // Consumer receives on a connection of its own: a core subscription in
 // the group's queue group, or a durable JetStream consumer named after the
 // group.
@@ -143,9 +147,9 @@ func (c *Consumer) prepareJS(ctx context.Context) error {
 		cc.DeliverSubject = "planrun.deliver." + stream + "." + name
 		cc.DeliverGroup = name
 	}
-	if old, err := t.js.Consumer(ctx, stream, name); err == nil {
+	if old, err := t.consumerInfo(ctx, stream, name); err == nil {
 		// The server refuses to change where a consumer starts.
-		oc := old.CachedInfo().Config
+		oc := old.Config
 		cc.DeliverPolicy, cc.OptStartSeq, cc.OptStartTime = oc.DeliverPolicy, oc.OptStartSeq, oc.OptStartTime
 	} else if !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		return fmt.Errorf("nats: consumer %s of stream %s: %w", name, stream, jsError(err))
@@ -204,8 +208,16 @@ func (c *Consumer) Run(ctx context.Context, handle func(*drivers.Message)) error
 		return fmt.Errorf("nats: consume from stream %s: %w", c.stream, err)
 	}
 	<-ctx.Done()
-	cc.Stop()
-	<-cc.Closed()
+	// What the client holds already is handled and acknowledged, so the
+	// server does not deliver it again to the group's next consumer only
+	// after ack_wait.
+	cc.Drain()
+	select {
+	case <-cc.Closed():
+	case <-time.After(drainWait):
+		cc.Stop()
+		<-cc.Closed()
+	}
 	// The acks are on their way: make sure the server has them, so the
 	// group's next consumer starts after what this one counted.
 	c.flush()

@@ -11,6 +11,7 @@ package nats
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -473,11 +474,7 @@ func (t *Target) Lag(ctx context.Context, topic, group string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	c, err := t.js.Consumer(ctx, stream, durableName(group))
-	if err != nil {
-		return 0, fmt.Errorf("nats: consumer %s of stream %s: %w", durableName(group), stream, err)
-	}
-	ci, err := c.Info(ctx)
+	ci, err := t.consumerInfo(ctx, stream, durableName(group))
 	if err != nil {
 		return 0, fmt.Errorf("nats: consumer %s of stream %s: %w", durableName(group), stream, err)
 	}
@@ -568,3 +565,26 @@ func (t *Target) Close() error {
 
 // counter is a gauge kept by a producer or consumer.
 type counter = atomic.Int64
+
+// consumerInfo asks the server about a pull or push consumer
+// (jetstream.Consumer is for pull consumers only).
+func (t *Target) consumerInfo(ctx context.Context, stream, name string) (*jetstream.ConsumerInfo, error) {
+	msg, err := t.nc.RequestWithContext(ctx, "$JS.API.CONSUMER.INFO."+stream+"."+name, nil)
+	if err != nil {
+		return nil, jsError(err)
+	}
+	var resp struct {
+		jetstream.ConsumerInfo
+		Error *jetstream.APIError `json:"error"`
+	}
+	if err := json.Unmarshal(msg.Data, &resp); err != nil {
+		return nil, fmt.Errorf("consumer info: %w", err)
+	}
+	if resp.Error != nil {
+		if resp.Error.ErrorCode == jetstream.JSErrCodeConsumerNotFound {
+			return nil, jetstream.ErrConsumerNotFound
+		}
+		return nil, resp.Error
+	}
+	return &resp.ConsumerInfo, nil
+}
