@@ -435,5 +435,3 @@ func memoryChild(o options) error {
 	}
 	return w.Flush()
 }
-
-

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -16,10 +17,6 @@ var (
 	_ drivers.Consumer = (*Consumer)(nil)
 	_ drivers.Gauger   = (*Consumer)(nil)
 )
-
-// coreBuffer is how many messages a core subscription holds for its
-// handler; beyond that the client drops them (a slow consumer event).
-const coreBuffer = 64 << 10
 
 // drainWait bounds how long a stopping JetStream consumer handles what
 // its client holds.
@@ -34,9 +31,16 @@ type Consumer struct {
 	spec drivers.ConsumerSpec
 	o    *ConsumeOptions
 
-	// core
-	sub *nats.Subscription
-	ch  chan *nats.Msg
+	// core: the subscription's callback hands messages to the handler of
+	// the running Run, and waits while none runs (the client queues what
+	// arrives meanwhile, up to its pending limits, then drops: a slow
+	// consumer event).
+	sub     *nats.Subscription
+	mu      sync.Mutex
+	cond    *sync.Cond
+	handle  func(*drivers.Message)
+	busy    bool
+	stopped bool
 
 	// JetStream: the stream and the durable consumer (pull or push).
 	stream string
@@ -68,8 +72,8 @@ func (t *Target) NewConsumer(ctx context.Context, spec drivers.ConsumerSpec, o *
 		return nil, err
 	}
 	if !o.JetStream {
-		c.ch = make(chan *nats.Msg, coreBuffer)
-		if c.sub, err = c.nc.ChanQueueSubscribe(spec.Topic, durableName(spec.Group), c.ch); err != nil {
+		c.cond = sync.NewCond(&c.mu)
+		if c.sub, err = c.nc.QueueSubscribe(spec.Topic, durableName(spec.Group), c.onCore); err != nil {
 			c.nc.Close()
 			return nil, fmt.Errorf("nats: subscribe to %s: %w", spec.Topic, err)
 		}
@@ -168,15 +172,18 @@ func (c *Consumer) prepareJS(ctx context.Context) error {
 // Run implements drivers.Consumer.
 func (c *Consumer) Run(ctx context.Context, handle func(*drivers.Message)) error {
 	if c.sub != nil {
-		for {
-			select {
-			case m := <-c.ch:
-				c.received.Add(1)
-				handle(&drivers.Message{Topic: m.Subject, Value: m.Data, Partition: -1, Offset: -1, Received: time.Now()})
-			case <-ctx.Done():
-				return nil
-			}
+		c.mu.Lock()
+		c.handle = handle
+		c.cond.Broadcast()
+		c.mu.Unlock()
+		<-ctx.Done()
+		c.mu.Lock()
+		c.handle = nil
+		for c.busy {
+			c.cond.Wait()
 		}
+		c.mu.Unlock()
+		return nil
 	}
 	ack := c.o.AckPolicy != "none"
 	h := func(m jetstream.Msg) {
@@ -231,6 +238,27 @@ func (c *Consumer) flush() {
 	}
 }
 
+// onCore is the core subscription's callback (one at a time).
+func (c *Consumer) onCore(m *nats.Msg) {
+	now := time.Now()
+	c.mu.Lock()
+	for c.handle == nil && !c.stopped {
+		c.cond.Wait()
+	}
+	h := c.handle
+	c.busy = h != nil
+	c.mu.Unlock()
+	if h == nil {
+		return // closed
+	}
+	c.received.Add(1)
+	h(&drivers.Message{Topic: m.Subject, Value: m.Data, Partition: -1, Offset: -1, Received: now})
+	c.mu.Lock()
+	c.busy = false
+	c.cond.Broadcast()
+	c.mu.Unlock()
+}
+
 // Gauges implements drivers.Gauger.
 func (c *Consumer) Gauges() map[string]float64 {
 	g := map[string]float64{"received": float64(c.received.Load())}
@@ -249,6 +277,10 @@ func (c *Consumer) Gauges() map[string]float64 {
 // the server with the group's position.
 func (c *Consumer) Close() error {
 	if c.sub != nil {
+		c.mu.Lock()
+		c.stopped = true
+		c.cond.Broadcast()
+		c.mu.Unlock()
 		_ = c.sub.Unsubscribe()
 	}
 	c.flush()
