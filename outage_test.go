@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/planrun/planrun/drivers/drivertest"
 	"github.com/planrun/planrun/metrics"
 	"github.com/planrun/planrun/results"
 )
@@ -26,6 +27,7 @@ func TestMosquittoKilledAndRestarted(t *testing.T) {
 	brokerURL := realBroker(t, "PLANRUN_TEST_MOSQUITTO_RESTART")
 	pidfile := realBroker(t, "PLANRUN_TEST_MOSQUITTO_RESTART_PIDFILE")
 	start := realBroker(t, "PLANRUN_TEST_MOSQUITTO_RESTART_START")
+	drivertest.LockBroker(t, pidfile) // the mqtt driver's conformance test restarts it too
 	u, err := url.Parse(brokerURL)
 	if err != nil {
 		t.Fatal(err)

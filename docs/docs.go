@@ -48,6 +48,8 @@ type Component struct {
 	Name     string
 	Doc      string
 	Sections []Section
+	// Capabilities are what a driver declares (drivers only).
+	Capabilities *drivers.Capabilities
 }
 
 // Section returns the component's section of that name.
@@ -206,6 +208,9 @@ func Components() []Component {
 	for _, name := range drivers.Names() {
 		d, _ := drivers.Lookup(name)
 		c := Component{Kind: "driver", Name: name, Doc: drivers.Doc(name)}
+		if caps, ok := drivers.CapabilitiesOf(name); ok {
+			c.Capabilities = &caps
+		}
 		c.Sections = append(c.Sections, Section{Name: "target", Where: "targets: NAME: {driver: " + name + ", ...}", Fields: Fields(d.NewTargetConfig())})
 		if o := workloads.ProduceOptions(d); o != nil {
 			if fs := Fields(o); len(fs) > 0 {

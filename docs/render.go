@@ -7,6 +7,8 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/planrun/planrun/drivers"
+
 	"github.com/planrun/planrun/yamldecode"
 )
 
@@ -50,6 +52,9 @@ func Text(w io.Writer, c Component) {
 		fmt.Fprintf(w, ": %s", c.Doc)
 	}
 	fmt.Fprintln(w)
+	if c.Capabilities != nil {
+		fmt.Fprintf(w, "\ncapabilities (checked by the driver conformance suite): %s\n", c.Capabilities)
+	}
 	for _, s := range c.Sections {
 		title := s.Name + " keys"
 		if s.Name == "keys" {
@@ -94,6 +99,37 @@ func Markdown(w io.Writer, s Section) {
 	}
 }
 
+// CapabilityMatrix writes the drivers' declared capabilities as a README
+// table, one row per driver, then what each column promises.
+func CapabilityMatrix(w io.Writer) {
+	list := drivers.CapabilityList()
+	fmt.Fprint(w, "| driver |")
+	for _, c := range list {
+		fmt.Fprintf(w, " %s |", c.Column)
+	}
+	fmt.Fprint(w, "\n|---|")
+	for range list {
+		fmt.Fprint(w, "---|")
+	}
+	fmt.Fprintln(w)
+	for _, name := range drivers.Names() {
+		caps, _ := drivers.CapabilitiesOf(name)
+		fmt.Fprintf(w, "| `%s` |", name)
+		for _, c := range list {
+			mark := "no"
+			if caps.Has(c.Field) {
+				mark = "yes"
+			}
+			fmt.Fprintf(w, " %s |", mark)
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintln(w)
+	for _, c := range list {
+		fmt.Fprintf(w, "- **%s**: %s\n", c.Column, c.Doc)
+	}
+}
+
 // marker opens a generated table in the README: <!-- generated: KIND NAME SECTION -->.
 var marker = regexp.MustCompile(`(?m)^<!-- generated: (\S+) (\S+) (\S+) -->\n`)
 
@@ -116,6 +152,12 @@ func UpdateReadme(readme string) (string, error) {
 		end := strings.Index(rest, endMarker)
 		if end < 0 {
 			return "", fmt.Errorf("README: %q has no %q after it", strings.TrimSpace(m[0]), strings.TrimSpace(endMarker))
+		}
+		if m[1] == "drivers" && m[2] == "capabilities" && m[3] == "matrix" {
+			CapabilityMatrix(&b)
+			b.WriteString(endMarker)
+			rest = rest[end+len(endMarker):]
+			continue
 		}
 		cs, err := Find([]string{m[1], m[2]})
 		if err != nil {

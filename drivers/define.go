@@ -41,10 +41,16 @@ type Checker interface {
 // The plan loader decodes plans into fresh T, P and C values from the
 // Driver and checks those that implement Checker; the Driver then hands them
 // to open and to the targets typed. Targets whose type implements
-// ConnectorOf[P] accept connect workloads.
-func Define[T, P, C any, X TargetOf[P, C]](open func(ctx context.Context, cfg *T) (X, error)) Driver {
+// ConnectorOf[P] accept connect workloads. caps (one value) declares what
+// the driver can do (Capabilities): the conformance suite checks it and the
+// manual prints it.
+func Define[T, P, C any, X TargetOf[P, C]](open func(ctx context.Context, cfg *T) (X, error), caps ...Capabilities) Driver {
 	_, connect := any(*new(X)).(ConnectorOf[P])
-	return defined[T, P, C, X]{open: open, connect: connect}
+	d := defined[T, P, C, X]{open: open, connect: connect}
+	for _, c := range caps {
+		d.caps = c
+	}
+	return d
 }
 
 // defined is the untyped face of a driver made with Define, as the plan
@@ -52,7 +58,10 @@ func Define[T, P, C any, X TargetOf[P, C]](open func(ctx context.Context, cfg *T
 type defined[T, P, C any, X TargetOf[P, C]] struct {
 	open    func(context.Context, *T) (X, error)
 	connect bool
+	caps    Capabilities
 }
+
+func (d defined[T, P, C, X]) Capabilities() Capabilities { return d.caps }
 
 func (defined[T, P, C, X]) NewTargetConfig() any { return new(T) }
 

@@ -12,7 +12,7 @@ import (
 )
 
 func init() {
-	plan.RegisterStep(plan.StepKind{Name: "broker", Doc: "stop, start or restart the embedded broker of a target (url: embedded, nameservers: embedded): `broker: restart` with `target: mq` and `down: 5s`; outside brokers are restarted with exec or kill", New: func() plan.Step { return &Broker{} }})
+	plan.RegisterStep(plan.StepKind{Name: "broker", Doc: "stop, start or restart the embedded broker of a target (url: embedded, nameservers: embedded, brokers: embedded): `broker: restart` with `target: mq` and `down: 5s`; outside brokers are restarted with exec or kill", New: func() plan.Step { return &Broker{} }})
 }
 
 // brokerActions are what a broker step may do.

@@ -88,6 +88,10 @@ func (c *TargetConfig) brokerList() []string {
 	return out
 }
 
+// RunsEmbedded implements drivers.EmbeddedConfig: plans may stop and
+// start the embedded cluster with the broker step.
+func (c *TargetConfig) RunsEmbedded() bool { return c.embedded() }
+
 func (c *TargetConfig) embedded() bool {
 	return strings.EqualFold(strings.TrimSpace(c.Brokers), Embedded)
 }

@@ -42,15 +42,15 @@ func TestRebalanceEvents(t *testing.T) {
 	}
 	var events sink
 	a := startConsumer(t, tg, drivers.ConsumerSpec{Workload: "w", Topic: "rb", Group: "g-rb", Instance: "a", Events: &events}, newCollector())
-	defer a.stop(t)
-	waitFor(t, 20*time.Second, "the first member's partitions", func() bool { return a.c.(*consumer).partitions.Load() == 4 })
+	defer a.Stop(t)
+	waitFor(t, 20*time.Second, "the first member's partitions", func() bool { return a.C.(*consumer).partitions.Load() == 4 })
 	if n := len(events.kinds(drivers.Rebalance)); n != 0 {
 		t.Fatalf("%d rebalance events on joining, want none", n)
 	}
 	b := startConsumer(t, tg, drivers.ConsumerSpec{Workload: "w", Topic: "rb", Group: "g-rb", Instance: "b"}, newCollector())
-	defer b.stop(t)
+	defer b.Stop(t)
 	waitFor(t, 30*time.Second, "a rebalance event", func() bool { return len(events.kinds(drivers.Rebalance)) > 0 })
-	waitFor(t, 30*time.Second, "the partitions shared", func() bool { return a.c.(*consumer).partitions.Load() == 2 })
+	waitFor(t, 30*time.Second, "the partitions shared", func() bool { return a.C.(*consumer).partitions.Load() == 2 })
 	evs := events.kinds(drivers.Rebalance)
 	if last := evs[len(evs)-1]; !strings.HasSuffix(last.Reason, "partitions assigned") || last.At.IsZero() {
 		t.Errorf("rebalance event %+v", last)

@@ -8,6 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -29,13 +32,17 @@ func init() {
 }
 
 // Driver opens Kafka targets.
-var Driver = drivers.Define(open)
+var Driver = drivers.Define(open, drivers.Capabilities{
+	Consume: true, Positions: true, Restart: true, Relay: true, Credentials: true, Embedded: true, Lag: true, Topics: true,
+})
 
 var (
 	_ drivers.TargetOf[ProduceOptions, ConsumeOptions] = (*Target)(nil)
 	_ drivers.LagReader                                = (*Target)(nil)
 	_ drivers.TopicCreator                             = (*Target)(nil)
 	_ drivers.Describer                                = (*Target)(nil)
+	_ drivers.BrokerController                         = (*Target)(nil)
+	_ drivers.EmbeddedConfig                           = (*TargetConfig)(nil)
 )
 
 // open starts the embedded cluster if asked and checks that the brokers
@@ -58,11 +65,21 @@ func open(ctx context.Context, c *TargetConfig) (*Target, error) {
 		if m := strings.ToUpper(c.SASL.Mechanism); m != "" {
 			opts = append(opts, kfake.EnableSASL(), kfake.Superuser(m, c.SASL.User, c.SASL.Password))
 		}
-		t.cluster, err = kfake.NewCluster(opts...)
+		// The cluster keeps its log and group offsets in a directory of
+		// its own, so that it can be stopped and started again (a broker
+		// step) without losing what it acknowledged.
+		t.dataDir, err = os.MkdirTemp("", "planrun-kfake-")
 		if err != nil {
+			return nil, fmt.Errorf("kafka: embedded cluster directory: %w", err)
+		}
+		t.kfakeOpts = append(opts, kfake.DataDir(t.dataDir))
+		t.cluster, err = kfake.NewCluster(t.kfakeOpts...)
+		if err != nil {
+			_ = os.RemoveAll(t.dataDir)
 			return nil, fmt.Errorf("kafka: start embedded cluster: %w", err)
 		}
 		t.brokers = t.cluster.ListenAddrs()
+		t.kfakeOpts = append(t.kfakeOpts, kfake.Ports(listenPort(t.brokers[0])))
 	} else {
 		t.brokers = c.brokerList()
 	}
@@ -97,6 +114,7 @@ func open(ctx context.Context, c *TargetConfig) (*Target, error) {
 	if err != nil {
 		if t.cluster != nil {
 			t.cluster.Close()
+			_ = os.RemoveAll(t.dataDir)
 		}
 		return nil, fmt.Errorf("kafka: connect to %s: %w%s", strings.Join(t.brokers, ","), configError("target", err), connectHint(err))
 	}
@@ -108,7 +126,13 @@ type Target struct {
 	cfg     TargetConfig
 	base    *sarama.Config
 	brokers []string
-	cluster *kfake.Cluster // nil unless embedded
+	cluster *kfake.Cluster // nil unless embedded; replaced under mu by StartBroker
+
+	// The embedded cluster's options (its data directory and port) and
+	// whether a broker step stopped it.
+	kfakeOpts  []kfake.Opt
+	dataDir    string
+	brokerDown bool
 
 	mu     sync.Mutex
 	client sarama.Client
@@ -130,7 +154,7 @@ func (t *Target) clientConfig() *sarama.Config {
 func (t *Target) Describe() string {
 	s := "kafka " + strings.Join(t.brokers, ",")
 	var extra []string
-	if t.cluster != nil {
+	if t.cfg.embedded() {
 		extra = append(extra, "embedded kfake")
 	} else {
 		extra = append(extra, "version "+t.base.Version.String())
@@ -158,7 +182,10 @@ func (t *Target) Close() error {
 		err = t.admin.Close()
 	}
 	if t.cluster != nil {
-		t.cluster.Close()
+		if !t.brokerDown {
+			t.cluster.Close()
+		}
+		_ = os.RemoveAll(t.dataDir)
 	}
 	if err != nil {
 		return fmt.Errorf("kafka: close: %w", err)
@@ -374,4 +401,66 @@ func withContext(ctx context.Context, fn func() error, abandoned func()) error {
 			return ctx.Err()
 		}
 	}
+}
+
+// listenPort is the port of a host:port the cluster listens on.
+func listenPort(addr string) int {
+	_, p, _ := net.SplitHostPort(addr)
+	n, _ := strconv.Atoi(p)
+	return n
+}
+
+var errNotEmbedded = errors.New("kafka: the target does not run an embedded cluster (brokers: embedded)")
+
+// StopBroker implements drivers.BrokerController: the embedded cluster
+// closes every client connection and stops; its log and group offsets
+// stay in its directory.
+func (t *Target) StopBroker(context.Context) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch {
+	case t.cluster == nil:
+		return errNotEmbedded
+	case t.closed:
+		return errors.New("kafka: the target is closed")
+	case t.brokerDown:
+		return errors.New("kafka: the embedded cluster is already stopped")
+	}
+	t.brokerDown = true
+	t.cluster.Close()
+	return nil
+}
+
+// StartBroker implements drivers.BrokerController: the cluster starts
+// again on the same port from its directory, with every topic, message
+// and committed offset it had.
+func (t *Target) StartBroker(ctx context.Context) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch {
+	case t.cluster == nil:
+		return errNotEmbedded
+	case t.closed:
+		return errors.New("kafka: the target is closed")
+	case !t.brokerDown:
+		return errors.New("kafka: the embedded cluster is already running")
+	}
+	var c *kfake.Cluster
+	// The port may take a moment to be free again after the close.
+	for {
+		var err error
+		c, err = kfake.NewCluster(t.kfakeOpts...)
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("kafka: start embedded cluster again on %s: %w", t.brokers[0], err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	t.cluster, t.brokerDown = c, false
+	return nil
 }

@@ -138,7 +138,9 @@ func (p *producer) complete(pd *pending, err error) {
 		p.failed.Add(1)
 		err = fmt.Errorf("kafka: produce to topic %s: %w", pd.msg.Topic, err)
 	}
-	p.release(pd)
+	if err == nil {
+		p.release(pd)
+	}
 	done.Done(err)
 }
 
@@ -158,8 +160,10 @@ func (p *producer) Send(ctx context.Context, m *drivers.Message) error {
 	select {
 	case err := <-pd.done:
 		topic := pd.msg.Topic
-		p.release(pd)
 		p.link.Result(err)
+		if err == nil {
+			p.release(pd)
+		}
 		if err != nil {
 			p.failed.Add(1)
 			return fmt.Errorf("kafka: produce to topic %s: %w", topic, err)
@@ -218,6 +222,10 @@ func (p *producer) handOver(ctx context.Context, m *drivers.Message, done driver
 	}
 }
 
+// release puts a message sarama has finished with back in the pool. A
+// failed message is left to the garbage collector instead: sarama may
+// still read it after returning it (a partition producer that cannot find
+// a leader returns the message, then backs off by its retry count).
 func (p *producer) release(pd *pending) {
 	pd.msg = sarama.ProducerMessage{}
 	pd.key, pd.value = nil, nil

@@ -20,7 +20,9 @@ func init() {
 }
 
 // Driver opens in-process brokers.
-var Driver = drivers.Define(open)
+var Driver = drivers.Define(open, drivers.Capabilities{
+	Consume: true, Positions: true, Relay: true, Embedded: true, Lag: true, Topics: true,
+})
 
 // Config is a memory target.
 type Config struct {

@@ -36,7 +36,9 @@ func init() {
 }
 
 // Driver opens MQTT targets.
-var Driver = drivers.Define(open)
+var Driver = drivers.Define(open, drivers.Capabilities{
+	Consume: true, Positions: true, Restart: true, Relay: true, Credentials: true, Embedded: true, Connect: true,
+})
 
 var (
 	_ drivers.TargetOf[ProduceOptions, ConsumeOptions] = (*Target)(nil)

@@ -250,19 +250,6 @@ func TestQoS1Embedded(t *testing.T) {
 	})
 }
 
-func TestQoS1Mosquitto(t *testing.T) {
-	eachClient(t, func(t *testing.T, cl string) {
-		qos1Counts(t, mustOpen(t, &TargetConfig{Client: cl, URL: realBroker(t, "PLANRUN_TEST_MOSQUITTO")}), 5000)
-	})
-}
-
-func TestQoS1ActiveMQ(t *testing.T) {
-	eachClient(t, func(t *testing.T, cl string) {
-		needs311(t, cl, "ActiveMQ")
-		qos1Counts(t, mustOpen(t, &TargetConfig{Client: cl, URL: realBroker(t, "PLANRUN_TEST_ACTIVEMQ")}), 2000)
-	})
-}
-
 // qos0And2 publishes at QoS 0 and QoS 2 and checks a subscriber of the
 // same QoS receives every message.
 func qos0And2(t *testing.T, tg *Target) {
@@ -536,26 +523,6 @@ func TestSendWaitsForConnection(t *testing.T) {
 	})
 }
 
-func TestCredentials(t *testing.T) {
-	eachClient(t, func(t *testing.T, cl string) {
-		const pass = "s3cret-pass"
-		cfg := &TargetConfig{Client: cl, URL: Embedded, Username: "alice", Password: pass}
-		tg := mustOpen(t, cfg)
-		if d := tg.Describe(); !strings.Contains(d, "embedded mochi-mqtt") || strings.Contains(d, pass) {
-			t.Errorf("Describe() = %q", d)
-		}
-		qos1Counts(t, tg, 100)
-
-		// The same broker refuses a wrong password, and the error says so
-		// without echoing it.
-		bad := &TargetConfig{Client: cl, URL: tg.server.String(), Username: "alice", Password: "wrong-pass"}
-		_, err := Driver.Open(testCtx(t, 10*time.Second), variant(bad))
-		if err == nil || !strings.Contains(err.Error(), "password") || strings.Contains(err.Error(), "wrong-pass") {
-			t.Fatalf("open with a wrong password: %v", err)
-		}
-	})
-}
-
 func TestConsumerIDClash(t *testing.T) {
 	eachClient(t, func(t *testing.T, cl string) {
 		tg := openEmbedded(t, cl)
@@ -634,17 +601,4 @@ func TestSourceAddrs(t *testing.T) {
 			}
 		}
 	})
-}
-
-func TestRegistered(t *testing.T) {
-	d, ok := drivers.Lookup("mqtt")
-	if !ok {
-		t.Fatal("mqtt driver is not registered")
-	}
-	if c, ok := d.(interface{ CanConnect() bool }); !ok || !c.CanConnect() {
-		t.Error("the plan loader would refuse connect workloads for mqtt")
-	}
-	if _, ok := d.NewTargetConfig().(*TargetConfig); !ok {
-		t.Fatalf("NewTargetConfig() = %T", d.NewTargetConfig())
-	}
 }

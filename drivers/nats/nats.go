@@ -34,8 +34,11 @@ func init() {
 		"NATS core subjects and JetStream streams (nats-server 2.9 or later) through nats-io/nats.go; url: embedded starts nats-server with JetStream in process")
 }
 
-// Driver opens NATS targets.
-var Driver = drivers.Define(open)
+// Driver opens NATS targets. Committed positions and lag are JetStream's
+// (durable consumers); a core subscription has neither.
+var Driver = drivers.Define(open, drivers.Capabilities{
+	Consume: true, Positions: true, Restart: true, Relay: true, Credentials: true, Embedded: true, Lag: true,
+})
 
 var (
 	_ drivers.TargetOf[ProduceOptions, ConsumeOptions] = (*Target)(nil)

@@ -57,7 +57,7 @@ type ProduceOptions struct {
 
 // Driver opens Redis targets. They take no consume options: Redis is
 // written to and probed, not consumed.
-var Driver = drivers.Define(open)
+var Driver = drivers.Define(open, drivers.Capabilities{Credentials: true, Embedded: true, Probe: true})
 
 var (
 	_ drivers.TargetOf[ProduceOptions, drivers.NoOptions] = (*Target)(nil)

@@ -206,22 +206,6 @@ func TestNoConsumer(t *testing.T) {
 	}
 }
 
-func TestAuth(t *testing.T) {
-	const pass = "pw-1234"
-	tg := mustOpen(t, &TargetConfig{Addr: Embedded, Password: pass})
-	if d := tg.Describe(); !strings.Contains(d, "embedded miniredis") || strings.Contains(d, pass) {
-		t.Errorf("Describe() = %q", d)
-	}
-	_, err := Driver.Open(testCtx(t, 5*time.Second), &TargetConfig{Addr: tg.addr, Password: "bad-pw-999"})
-	if err == nil || strings.Contains(err.Error(), "bad-pw-999") {
-		t.Fatalf("open with a wrong password: %v", err)
-	}
-	_, err = Driver.Open(testCtx(t, 5*time.Second), &TargetConfig{Addr: tg.addr})
-	if err == nil {
-		t.Fatal("open without the password succeeded")
-	}
-}
-
 func TestCheckConfig(t *testing.T) {
 	d := Driver.(drivers.ConfigChecker)
 	for _, b := range []struct {

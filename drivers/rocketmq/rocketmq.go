@@ -46,7 +46,9 @@ func (quietLogger) Level(string)                   {}
 func (quietLogger) OutputPath(string) error        { return nil }
 
 // Driver opens RocketMQ targets.
-var Driver = drivers.Define(open)
+var Driver = drivers.Define(open, drivers.Capabilities{
+	Consume: true, Positions: true, Restart: true, Relay: true, Credentials: true, Embedded: true, Lag: true, Topics: true,
+})
 
 var (
 	_ drivers.TargetOf[ProduceOptions, ConsumeOptions] = (*Target)(nil)

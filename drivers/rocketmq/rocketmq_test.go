@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 
 	"github.com/planrun/planrun/drivers"
+	"github.com/planrun/planrun/drivers/drivertest"
 )
 
 func testCtx(t testing.TB, d time.Duration) context.Context {
@@ -50,34 +50,12 @@ func produce(t testing.TB, tg *Target, topic string, opts *ProduceOptions, threa
 	if err != nil {
 		t.Fatalf("new producer: %v", err)
 	}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, threads)
-	for range threads {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= len(values) {
-					return
-				}
-				m := &drivers.Message{Topic: topic, Value: values[i]}
-				if i%3 == 0 {
-					m.Key = []byte(keyOf(values[i]))
-				}
-				if err := p.Send(ctx, m); err != nil {
-					errs <- err
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatalf("send: %v", err)
-	}
+	drivertest.Send(t, ctx, p, topic, threads, values, func(i int, v []byte) []byte {
+		if i%3 != 0 {
+			return nil
+		}
+		return []byte(keyOf(v))
+	})
 	if err := p.Close(); err != nil {
 		t.Fatalf("close producer: %v", err)
 	}
@@ -85,66 +63,31 @@ func produce(t testing.TB, tg *Target, topic string, opts *ProduceOptions, threa
 
 // makeValues returns n distinct values "<prefix><index>:" padded to varying sizes.
 func makeValues(prefix string, n int) [][]byte {
-	vals := make([][]byte, n)
-	for i := range vals {
-		v := []byte(fmt.Sprintf("%s%06d:", prefix, i))
-		vals[i] = append(v, make([]byte, 10+i%200)...)
-	}
+	vals, _ := drivertest.Values(prefix, n)
 	return vals
 }
 
-func idOf(v []byte) string {
-	s := string(v)
-	if i := strings.IndexByte(s, ':'); i >= 0 {
-		return s[:i]
-	}
-	return s
-}
+func keyOf(v []byte) string { return "key-" + drivertest.IDOf(v) }
 
-func keyOf(v []byte) string { return "key-" + idOf(v) }
+// collector records what a consumer handled and checks that every message
+// carries its receive time, its offset and, if any, its own key.
+type collector struct{ *drivertest.Collector }
 
-// collector records what a consumer handled.
-type collector struct {
-	mu     sync.Mutex
-	counts map[string]int
-	total  int
-	parts  map[int32]int
-	keyed  int
-}
-
-func newCollector() *collector {
-	return &collector{counts: map[string]int{}, parts: map[int32]int{}}
-}
+func newCollector() *collector { return &collector{drivertest.NewCollector()} }
 
 func (c *collector) handle(m *drivers.Message) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	id := idOf(m.Value)
-	c.counts[id]++
-	c.total++
-	c.parts[m.Partition]++
-	if m.Key != nil {
-		if string(m.Key) != "key-"+id {
-			panic(fmt.Sprintf("message %s arrived with key %q", id, m.Key))
-		}
-		c.keyed++
+	id := drivertest.IDOf(m.Value)
+	if m.Key != nil && string(m.Key) != "key-"+id {
+		panic(fmt.Sprintf("message %s arrived with key %q", id, m.Key))
 	}
 	if m.Received.IsZero() || m.Offset < 0 {
 		panic(fmt.Sprintf("message %s without receive time or offset", id))
 	}
+	c.Handle(m)
 }
 
-func (c *collector) seen() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.total
-}
-
-func (c *collector) distinct() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.counts)
-}
+func (c *collector) seen() int     { return c.Seen() }
+func (c *collector) distinct() int { return c.Distinct() }
 
 // running is a consumer whose Run goes on in the background.
 type running struct {
@@ -241,17 +184,7 @@ func (r *running) gauge(name string) float64 {
 	return r.c.(drivers.Gauger).Gauges()[name]
 }
 
-// waitFor polls cond until it holds or d passes.
-func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
+var waitFor = drivertest.WaitFor
 
 func lag(t testing.TB, tg *Target, topic, group string) int64 {
 	t.Helper()
@@ -276,14 +209,14 @@ func TestProduceConsumeCounts(t *testing.T) {
 	waitFor(t, 30*time.Second, "all messages", func() bool { return col.seen() >= n })
 	r.stop(t)
 
-	if col.total != n || len(col.counts) != n {
-		t.Fatalf("consumed %d messages (%d distinct), want %d", col.total, len(col.counts), n)
+	if col.Total != n || len(col.Counts) != n {
+		t.Fatalf("consumed %d messages (%d distinct), want %d", col.Total, len(col.Counts), n)
 	}
-	if want := (n + 2) / 3; col.keyed != want {
-		t.Errorf("%d messages carried their key, want %d", col.keyed, want)
+	if want := (n + 2) / 3; col.Keyed != want {
+		t.Errorf("%d messages carried their key, want %d", col.Keyed, want)
 	}
-	if len(col.parts) != 8 {
-		t.Errorf("messages came from queues %v, want all 8 of the default", col.parts)
+	if len(col.Parts) != 8 {
+		t.Errorf("messages came from queues %v, want all 8 of the default", col.Parts)
 	}
 	if got := lag(t, tg, "counts", "g-counts"); got != 0 {
 		t.Fatalf("lag after the consumer drained and closed = %d, want 0", got)
@@ -334,7 +267,7 @@ func TestStopStartContinues(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("run did not return after close")
 	}
-	for id, c := range colA.counts {
+	for id, c := range colA.Counts {
 		if c != 1 {
 			t.Fatalf("first consumer got %s %d times", id, c)
 		}
@@ -358,19 +291,19 @@ func TestStopStartContinues(t *testing.T) {
 	r.stop(t)
 
 	dups := 0
-	for id := range colB.counts {
-		if colA.counts[id] > 0 {
+	for id := range colB.Counts {
+		if colA.Counts[id] > 0 {
 			dups++
 		}
 	}
-	union := len(colA.counts) + len(colB.counts) - dups
+	union := len(colA.Counts) + len(colB.Counts) - dups
 	if union != total {
 		t.Fatalf("union of both consumers = %d distinct messages, want %d", union, total)
 	}
 	// The broker's lag is exactly what the group had not committed: the
 	// second consumer received that and nothing else.
-	if colB.total != int(lagA)+len(second) {
-		t.Fatalf("second consumer got %d messages, want the lag %d + %d new", colB.total, lagA, len(second))
+	if colB.Total != int(lagA)+len(second) {
+		t.Fatalf("second consumer got %d messages, want the lag %d + %d new", colB.Total, lagA, len(second))
 	}
 	if int(lagA) != len(first)-consumedA+dups {
 		t.Fatalf("lag after close %d != produced %d - consumed %d + redelivered %d", lagA, len(first), consumedA, dups)
@@ -380,7 +313,7 @@ func TestStopStartContinues(t *testing.T) {
 	if dups > 100 {
 		t.Fatalf("%d messages consumed by both consumers, want few", dups)
 	}
-	t.Logf("first consumer %d, lag after close %d, second consumer %d, redelivered %d", consumedA, lagA, colB.total, dups)
+	t.Logf("first consumer %d, lag after close %d, second consumer %d, redelivered %d", consumedA, lagA, colB.Total, dups)
 }
 
 func TestTwoConsumersSplitQueues(t *testing.T) {
@@ -404,19 +337,19 @@ func TestTwoConsumersSplitQueues(t *testing.T) {
 	r1.stop(t)
 	r2.stop(t)
 
-	if col1.total == 0 || col2.total == 0 {
-		t.Fatalf("consumers got %d and %d messages; both should have a share", col1.total, col2.total)
+	if col1.Total == 0 || col2.Total == 0 {
+		t.Fatalf("consumers got %d and %d messages; both should have a share", col1.Total, col2.Total)
 	}
-	for id := range col1.counts {
-		if col2.counts[id] > 0 {
+	for id := range col1.Counts {
+		if col2.Counts[id] > 0 {
 			t.Fatalf("message %s went to both consumers of the group", id)
 		}
 	}
-	if col1.total+col2.total != n {
-		t.Fatalf("consumers got %d + %d messages, want %d", col1.total, col2.total, n)
+	if col1.Total+col2.Total != n {
+		t.Fatalf("consumers got %d + %d messages, want %d", col1.Total, col2.Total, n)
 	}
-	for q := range col1.parts {
-		if col2.parts[q] > 0 {
+	for q := range col1.Parts {
+		if col2.Parts[q] > 0 {
 			t.Fatalf("queue %d was read by both consumers", q)
 		}
 	}
@@ -442,13 +375,13 @@ func TestCreateTopicQueues(t *testing.T) {
 	waitFor(t, 20*time.Second, "all messages", func() bool { return col.seen() >= len(vals) })
 	waitFor(t, 10*time.Second, "the queue gauge", func() bool { return r.gauge("queues") == 16 })
 	r.stop(t)
-	for q := range col.parts {
+	for q := range col.Parts {
 		if q < 0 || q > 15 {
 			t.Fatalf("message from queue %d of a 16-queue topic", q)
 		}
 	}
-	if len(col.parts) < 8 {
-		t.Fatalf("saw queues %v, want messages spread over most of the 16", col.parts)
+	if len(col.Parts) < 8 {
+		t.Fatalf("saw queues %v, want messages spread over most of the 16", col.Parts)
 	}
 }
 
@@ -497,7 +430,7 @@ func TestTagFilter(t *testing.T) {
 	r := startConsumerWith(t, tg, drivers.ConsumerSpec{Topic: "tagged", Group: "g-blue"}, &ConsumeOptions{Tags: "blue"}, col.handle)
 	waitFor(t, 20*time.Second, "the blue messages", func() bool { return col.seen() >= 50 })
 	r.stop(t)
-	for id := range col.counts {
+	for id := range col.Counts {
 		if !strings.HasPrefix(id, "b") {
 			t.Fatalf("tag filter blue let %s through", id)
 		}
@@ -519,9 +452,9 @@ func TestFromLatestSkipsBacklog(t *testing.T) {
 		i++
 		return col.seen() > 0
 	})
-	col.mu.Lock()
-	defer col.mu.Unlock()
-	for id := range col.counts {
+	col.Mu.Lock()
+	defer col.Mu.Unlock()
+	for id := range col.Counts {
 		if strings.HasPrefix(id, "old") {
 			t.Fatalf("from-latest consumer got backlog message %s", id)
 		}
@@ -620,21 +553,6 @@ func TestConfigErrors(t *testing.T) {
 	}
 }
 
-func TestUnreachableNameServer(t *testing.T) {
-	start := time.Now()
-	_, err := Driver.Open(testCtx(t, 20*time.Second), &TargetConfig{NameServers: "127.0.0.1:1"})
-	if err == nil {
-		t.Fatal("open of an unreachable name server succeeded")
-	}
-	if !strings.Contains(err.Error(), "127.0.0.1:1") {
-		t.Fatalf("error does not name the name server: %v", err)
-	}
-	if el := time.Since(start); el > 5*time.Second {
-		t.Fatalf("open took %s to fail", el)
-	}
-	t.Logf("error: %v", err)
-}
-
 func TestClosed(t *testing.T) {
 	tg := openEmbedded(t, nil)
 	if d := tg.Describe(); !strings.HasPrefix(d, "rocketmq 127.0.0.1:") || !strings.HasSuffix(d, "(embedded)") {
@@ -677,12 +595,6 @@ func TestClosed(t *testing.T) {
 	}
 	if err := tg.Close(); err != nil {
 		t.Fatalf("second close: %v", err)
-	}
-}
-
-func TestRegistered(t *testing.T) {
-	if _, ok := drivers.Lookup("rocketmq"); !ok {
-		t.Fatal("rocketmq driver not registered")
 	}
 }
 
