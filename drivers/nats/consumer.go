@@ -18,6 +18,11 @@ var (
 	_ drivers.Gauger   = (*Consumer)(nil)
 )
 
+// pullExpiry is how long one pull request waits on the server. nats-server
+// 2.9 left the last messages of a burst undelivered until the waiting pull
+// request expired (30 s by default): 5 s bounds that wait there.
+const pullExpiry = 5 * time.Second
+
 // drainWait bounds how long a stopping JetStream consumer handles what
 // its client holds.
 const drainWait = 5 * time.Second
@@ -209,7 +214,7 @@ func (c *Consumer) Run(ctx context.Context, handle func(*drivers.Message)) error
 	if c.push != nil {
 		cc, err = c.push.Consume(h, jetstream.ConsumeErrHandler(onErr))
 	} else {
-		cc, err = c.pull.Consume(h, jetstream.PullMaxMessages(orDefault(c.o.Batch, defaultBatch)), jetstream.ConsumeErrHandler(onErr))
+		cc, err = c.pull.Consume(h, jetstream.PullMaxMessages(orDefault(c.o.Batch, defaultBatch)), jetstream.PullExpiry(pullExpiry), jetstream.ConsumeErrHandler(onErr))
 	}
 	if err != nil {
 		return fmt.Errorf("nats: consume from stream %s: %w", c.stream, err)
