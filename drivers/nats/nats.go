@@ -446,7 +446,7 @@ func (t *Target) streamFor(ctx context.Context, subject, named string) (string, 
 	s, err := t.js.StreamNameBySubject(ctx, subject)
 	if err != nil {
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
-			return "", fmt.Errorf("nats: no stream stores subject %s; declare one under the target's streams: (with subjects: [%s]) or name it with stream:", subject, subject)
+			return "", fmt.Errorf("nats: no stream stores subject %s; declare one under the target's streams: (with subjects: [%s]) or name the stream in the consume section (stream: NAME)", subject, subject)
 		}
 		return "", fmt.Errorf("nats: stream of subject %s: %w", subject, jsError(err))
 	}
