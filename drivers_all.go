@@ -8,6 +8,7 @@ import (
 	_ "github.com/planrun/planrun/drivers/kafka"
 	_ "github.com/planrun/planrun/drivers/memory"
 	_ "github.com/planrun/planrun/drivers/mqtt"
+	_ "github.com/planrun/planrun/drivers/nats"
 	_ "github.com/planrun/planrun/drivers/rabbitmq"
 	_ "github.com/planrun/planrun/drivers/redis"
 	_ "github.com/planrun/planrun/drivers/rocketmq"

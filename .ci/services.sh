@@ -8,6 +8,7 @@
 #   redis-server       Redis  127.0.0.1:16379
 #   rabbitmq-server    AMQP 0-9-1 and AMQP 1.0  127.0.0.1:15682, management HTTP 127.0.0.1:15683
 #                      (node planrun-test@localhost; its state is wiped at every start)
+#   nats-server 2.9    NATS   127.0.0.1:14222  (JetStream; monitoring on 127.0.0.1:18222)
 #
 # and installs prometheus-node-exporter, which a collector test starts on a
 # port of its own.
@@ -35,6 +36,8 @@ RABBITMQ_PORT=15682
 RABBITMQ_MGMT_PORT=15683
 RABBITMQ_NODE=planrun-test@localhost
 RABBITMQ_BOOT_TIMEOUT=${RABBITMQ_BOOT_TIMEOUT:-90}
+NATS_PORT=14222
+NATS_MONITOR_PORT=18222
 
 log() { printf 'services: %s\n' "$*"; }
 die() {
@@ -102,12 +105,46 @@ stop_rabbitmq() {
 	stop_pidfile "$dir/rabbitmq.pid"
 }
 
+# NATS: Debian's nats-server (2.9) with JetStream in $STATE/nats. It has
+# no daemon mode: it runs as a background job with a pid file.
+install_nats() {
+	dpkg-query -W -f='${Status}' nats-server 2>/dev/null | grep -q 'install ok installed' && return 0
+	log "installing nats-server"
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends nats-server ||
+		die "apt-get install nats-server failed"
+}
+
+start_nats() {
+	local dir=$STATE/nats bin
+	if port_open $NATS_PORT; then
+		log "nats-server: 127.0.0.1:$NATS_PORT already answers"
+		return 0
+	fi
+	bin=$(command -v nats-server || echo /usr/sbin/nats-server)
+	[[ -x $bin ]] || die "nats-server not found"
+	mkdir -p "$dir/jetstream"
+	log "nats-server: starting on 127.0.0.1:$NATS_PORT (monitoring $NATS_MONITOR_PORT)"
+	(
+		ulimit -n 65536 2>/dev/null || true
+		exec setsid "$bin" -a 127.0.0.1 -p $NATS_PORT -m $NATS_MONITOR_PORT -js -sd "$dir/jetstream" \
+			-P "$dir/nats-server.pid" </dev/null >"$dir/nats-server.log" 2>&1 3>&-
+	) 3>&- &
+	local pid=$!
+	if ! wait_port $NATS_PORT 20 "$pid" || ! wait_port $NATS_MONITOR_PORT 10 "$pid"; then
+		tail -n 20 "$dir/nats-server.log" || true
+		die "nats-server did not start; see $dir/nats-server.log"
+	fi
+}
+
+stop_nats() { stop_pidfile "$STATE/nats/nats-server.pid"; }
+
 if [[ ${1:-start} == stop ]]; then
 	stop_pidfile "$STATE/mosquitto/mosquitto.pid"
 	stop_pidfile "$STATE/mosquitto-restart/mosquitto.pid"
 	stop_pidfile "$STATE/activemq/activemq.pid"
 	stop_pidfile "$STATE/redis/redis.pid"
 	stop_rabbitmq
+	stop_nats
 	log "stopped"
 	exit 0
 fi
@@ -336,6 +373,8 @@ start_mosquitto "$STATE/mosquitto-restart" $MOSQUITTO_RESTART_PORT "mosquitto (r
 start_redis
 start_activemq
 start_rabbitmq
+install_nats
+start_nats
 log "all services up (state in $STATE; stop with: bash .ci/services.sh stop)"
 
 cat >&3 <<EOF
@@ -349,4 +388,6 @@ export PLANRUN_TEST_RABBITMQ=amqp://guest:guest@127.0.0.1:$RABBITMQ_PORT/
 export PLANRUN_TEST_RABBITMQ_MGMT=http://127.0.0.1:$RABBITMQ_MGMT_PORT
 export PLANRUN_TEST_RABBITMQ_NODE=$RABBITMQ_NODE
 export PLANRUN_TEST_AMQP=amqp://127.0.0.1:$RABBITMQ_PORT
+export PLANRUN_TEST_NATS=nats://127.0.0.1:$NATS_PORT
+export PLANRUN_TEST_NATS_MONITOR=http://127.0.0.1:$NATS_MONITOR_PORT
 EOF
