@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/planrun/planrun/internal/testenv"
 	"github.com/planrun/planrun/metrics"
 	"github.com/planrun/planrun/results"
 )
@@ -20,7 +21,7 @@ func TestNATSColdReadPlan(t *testing.T) {
 	}
 	t.Run("embedded", func(t *testing.T) { natsColdRead(t) })
 	t.Run("nats-server", func(t *testing.T) {
-		t.Setenv("NATS_URL", realBroker(t, "PLANRUN_TEST_NATS"))
+		t.Setenv("NATS_URL", testenv.Broker(t, "PLANRUN_TEST_NATS"))
 		natsColdRead(t)
 	})
 }

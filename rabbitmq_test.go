@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/planrun/planrun/internal/testenv"
 	"github.com/planrun/planrun/metrics"
 	"github.com/planrun/planrun/results"
 )
@@ -27,7 +28,7 @@ func rabbit(t *testing.T) rabbitEnv {
 	if testing.Short() {
 		t.Skip("end-to-end run against rabbitmq-server")
 	}
-	return rabbitEnv{realBroker(t, "PLANRUN_TEST_RABBITMQ"), realBroker(t, "PLANRUN_TEST_RABBITMQ_MGMT"), realBroker(t, "PLANRUN_TEST_RABBITMQ_NODE")}
+	return rabbitEnv{testenv.Broker(t, "PLANRUN_TEST_RABBITMQ"), testenv.Broker(t, "PLANRUN_TEST_RABBITMQ_MGMT"), testenv.Broker(t, "PLANRUN_TEST_RABBITMQ_NODE")}
 }
 
 // uniq names queues and exchanges no earlier run used.
@@ -416,7 +417,7 @@ steps:
 // broker's accepted disposition. Counts equal the broker's own.
 func TestAMQP10Counts(t *testing.T) {
 	env := rabbit(t)
-	amqpURL := realBroker(t, "PLANRUN_TEST_AMQP")
+	amqpURL := testenv.Broker(t, "PLANRUN_TEST_AMQP")
 	queue := uniq("planrun-amqp10")
 	plan := `name: amqp10-counts
 targets:
@@ -454,7 +455,7 @@ steps:
 // per workload, and nothing accepted by the broker is lost.
 func TestAMQP10BrokerRestart(t *testing.T) {
 	env := rabbit(t)
-	amqpURL := realBroker(t, "PLANRUN_TEST_AMQP")
+	amqpURL := testenv.Broker(t, "PLANRUN_TEST_AMQP")
 	queue := uniq("planrun-amqp10-restart")
 	plan := `name: amqp10-restart
 targets:
@@ -502,7 +503,7 @@ steps:
 // Bad credentials and a closed port fail at open, clearly, without the
 // password.
 func TestAMQP10OpenErrors(t *testing.T) {
-	amqpURL := realBroker(t, "PLANRUN_TEST_AMQP")
+	amqpURL := testenv.Broker(t, "PLANRUN_TEST_AMQP")
 	for _, c := range []struct{ name, target, want string }{
 		{"refused", `url: "amqp://guest:s3cret-pw@127.0.0.1:1"`, "amqp: connect to 127.0.0.1:1: "},
 		{"credentials", `url: "` + amqpURL + `", username: guest, password: s3cret-pw`, `the broker refused user "guest": wrong user name or password`},
@@ -532,7 +533,7 @@ steps:
 // over AMQP 1.0 (protocol=amqp) through the AMQP 1.0 plugin.
 func TestRabbitMQPlans(t *testing.T) {
 	env := rabbit(t)
-	amqpURL := realBroker(t, "PLANRUN_TEST_AMQP")
+	amqpURL := testenv.Broker(t, "PLANRUN_TEST_AMQP")
 	au, err := url.Parse(amqpURL)
 	if err != nil {
 		t.Fatal(err)

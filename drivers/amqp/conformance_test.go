@@ -1,10 +1,10 @@
 package amqp
 
 import (
-	"os"
 	"testing"
 
 	"github.com/planrun/planrun/drivers/drivertest"
+	"github.com/planrun/planrun/internal/testenv"
 )
 
 // The suite runs against RabbitMQ 3.10's AMQP 1.0 plugin on the node of
@@ -15,14 +15,7 @@ import (
 func TestConformance(t *testing.T) {
 	real := func(t testing.TB) (string, string) {
 		t.Helper()
-		u, node := os.Getenv("PLANRUN_TEST_AMQP"), os.Getenv("PLANRUN_TEST_RABBITMQ_NODE")
-		if u == "" || node == "" {
-			if os.Getenv("CI") == "true" {
-				t.Fatalf("PLANRUN_TEST_AMQP is not set; CI must start the brokers with eval \"$(bash .ci/services.sh)\"")
-			}
-			t.Skipf("PLANRUN_TEST_AMQP is not set (eval \"$(bash .ci/services.sh)\" starts the brokers)")
-		}
-		return u, node
+		return testenv.Broker(t, "PLANRUN_TEST_AMQP"), testenv.Broker(t, "PLANRUN_TEST_RABBITMQ_NODE")
 	}
 	drivertest.Run(t, drivertest.Suite{
 		Driver:  "amqp",

@@ -1,10 +1,10 @@
 package nats
 
 import (
-	"os"
 	"testing"
 
 	"github.com/planrun/planrun/drivers/drivertest"
+	"github.com/planrun/planrun/internal/testenv"
 )
 
 // JetStream producers and durable consumers pass the suite on the
@@ -39,13 +39,7 @@ func TestConformance(t *testing.T) {
 		}))
 	})
 	t.Run("nats-server", func(t *testing.T) {
-		u := os.Getenv("PLANRUN_TEST_NATS")
-		if u == "" {
-			if os.Getenv("CI") == "true" {
-				t.Fatal("PLANRUN_TEST_NATS is not set; CI must start the brokers with eval \"$(bash .ci/services.sh)\"")
-			}
-			t.Skip("PLANRUN_TEST_NATS is not set")
-		}
+		u := testenv.Broker(t, "PLANRUN_TEST_NATS")
 		drivertest.Run(t, suite(func(testing.TB) drivertest.Env {
 			return drivertest.Env{Target: base.With(drivertest.Options{"url": u})}
 		}))

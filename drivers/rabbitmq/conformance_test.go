@@ -2,24 +2,17 @@ package rabbitmq
 
 import (
 	"net/url"
-	"os"
 	"testing"
 
 	"github.com/planrun/planrun/drivers/drivertest"
+	"github.com/planrun/planrun/internal/testenv"
 )
 
 // realRabbit is the rabbitmq-server node of .ci/services.sh: its URL and
 // node name; outside CI the test skips without it.
 func realRabbit(t testing.TB) (string, string) {
 	t.Helper()
-	u, node := os.Getenv("PLANRUN_TEST_RABBITMQ"), os.Getenv("PLANRUN_TEST_RABBITMQ_NODE")
-	if u == "" || node == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("PLANRUN_TEST_RABBITMQ(_NODE) is not set; CI must start the brokers with eval \"$(bash .ci/services.sh)\"")
-		}
-		t.Skipf("PLANRUN_TEST_RABBITMQ is not set (eval \"$(bash .ci/services.sh)\" starts the brokers)")
-	}
-	return u, node
+	return testenv.Broker(t, "PLANRUN_TEST_RABBITMQ"), testenv.Broker(t, "PLANRUN_TEST_RABBITMQ_NODE")
 }
 
 // Queues the suite names are declared as durable classic queues and its
