@@ -75,6 +75,7 @@ steps:
 		t.Fatal(err)
 	}
 	_ = cmd.Wait()
+	lastT := lastSample(t, series)
 	if _, err := os.Stat(filepath.Join(dir, "killed.json")); !os.IsNotExist(err) {
 		t.Fatalf("the killed run wrote its result (%v): nothing to test", err)
 	}
@@ -97,8 +98,11 @@ steps:
 	for name, want := range map[string]int64{"producer": last["producer"].Acked, "consumer": last["consumer"].Received} {
 		st := run.Metrics.Workloads[name]
 		got := st.Acked + st.Received
-		if got != want || want < 3*2000*9/10 {
-			t.Errorf("%s: %d messages in the report, %d in the series file's last line (want about 3 s x 2000/s)", name, got, want)
+		// Some messages, and no more than the rate allows in the seconds
+		// written: how far a busy machine let the producer get is not
+		// asserted.
+		if got != want || want <= 0 || float64(want) > 2000*lastT+1 {
+			t.Errorf("%s: %d messages in the report, %d in the series file's last line (want some, at most %.0f s x 2000/s)", name, got, want, lastT)
 		}
 		if fromRates[name] != want {
 			t.Errorf("%s: the series file's rates add up to %d messages, its counters say %d", name, fromRates[name], want)

@@ -227,7 +227,7 @@ func (r *runner) consumerRestart(t *testing.T) {
 	done := fmt.Sprintf("consumer.received >= %d", want)
 	if r.caps.Positions {
 		// Every message acknowledged has arrived (duplicates aside).
-		want, done = 3*a, "consumer.lost == 0"
+		want, done = 3*a, "consumer.backlog.messages == 0"
 	}
 	y += "  consumer: {target: t, consume: " + r.consume(tp, extra) + "}\n" +
 		"progress: 0s\nsteps:\n" +
@@ -313,7 +313,7 @@ func (r *runner) brokerRestart(t *testing.T) {
 		if env.Broker.Durable {
 			settle = "45s"
 		}
-		y += "  - wait: consumer.lost == 0 || phase.elapsed >= duration(\"" + settle + "\")\n"
+		y += "  - wait: consumer.backlog.messages == 0 || phase.elapsed >= duration(\"" + settle + "\")\n"
 	}
 	y += "  - stop: all\n"
 	m := mustPass(t, y)
