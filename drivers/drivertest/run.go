@@ -12,6 +12,7 @@ import (
 
 	"github.com/planrun/planrun/drivers"
 	"github.com/planrun/planrun/engine"
+	"github.com/planrun/planrun/engine/enginetest"
 	"github.com/planrun/planrun/metrics"
 	"github.com/planrun/planrun/plan"
 	"github.com/planrun/planrun/results"
@@ -98,6 +99,8 @@ func execute(t testing.TB, y string) (*results.Result, string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	res := e.Execute(ctx, src, plans)
+	// Whatever a check asserts, the result's figures must add up.
+	enginetest.CheckResult(t, res)
 	return res, out.String()
 }
 
