@@ -47,6 +47,11 @@ func TestCompareGateExitCodes(t *testing.T) {
 		{args: []string{base, worse, "--fail-if", "pp99 > +10%"}, code: 2, stderr: "names no figure"},
 		{args: []string{base, worse, "--all"}, code: 0, stdout: "| steady | consumer | e2e.p99 | n/a | n/a | |"},
 		{args: []string{base}, code: 2, stderr: "compare takes two saved results"},
+		// p99 10 -> 10.5: +5%, +0.5 ms; max 20 -> 21: +5%, +1 ms.
+		{args: []string{base, same}, code: 0, stdout: "| steady | producer | p99 | 10.00 | 10.50 | +5.0% | | steady | producer | max | 20.00 | 21.00 | +5.0% |"},
+		{args: []string{base, same, "--floor", "10%"}, code: 0, stdout: "11 figures within the floors"},
+		{args: []string{base, same, "--floor", "0.6ms"}, code: 0, stdout: "| steady | producer | max | 20.00 | 21.00 | +5.0% | 10 figures within the floors"},
+		{args: []string{base, same, "--floor", "2"}, code: 2, stderr: `--floor "2": give a percentage`},
 	} {
 		var out, errOut bytes.Buffer
 		code := run(append([]string{"compare"}, tc.args...), &out, &errOut)

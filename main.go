@@ -55,9 +55,9 @@ Usage:
                                        invariant (phases add up to the run, ...):
                                        exit 0 when they hold, 1 listing violations,
                                        2 for a file that is not a result
-  planrun compare [--all] [--fail-if EXPR]... A.json B.json
+  planrun compare [--all] [--floor 1%] [--floor 0.5ms] [--fail-if EXPR]... A.json B.json
                                        the figures of two saved results that differ
-                                       beyond a floor (--all: every figure), with the
+                                       beyond the floors (--all: every figure), with the
                                        change in percent; --fail-if 'p99 > +10%' exits 1
                                        naming the figures that break it (see the README)
   planrun explain [KIND] [NAME]        what a driver, workload kind, step, collector or plan
@@ -115,6 +115,7 @@ type cli struct {
 	listen                      string
 	all                         bool     // compare --all
 	failIf                      []string // compare --fail-if
+	floors                      []string // compare --floor
 	args                        []string
 }
 
@@ -195,6 +196,12 @@ func parseArgs(args []string) (*cli, error) {
 				return nil, err
 			}
 			c.failIf = append(c.failIf, v)
+		case "--floor", "-floor":
+			v, err := next()
+			if err != nil {
+				return nil, err
+			}
+			c.floors = append(c.floors, v)
 		case "--all", "-all":
 			c.all = true
 		case "--quiet", "-quiet", "-q":
@@ -504,7 +511,13 @@ func compare(c *cli, stdout, stderr io.Writer) int {
 		}
 		rs[i] = r
 	}
-	opt := reporters.CompareOptions{All: c.all}
+	opt := reporters.CompareOptions{All: c.all, Floors: reporters.DefaultFloors}
+	for _, f := range c.floors {
+		if err := opt.Floors.ParseFloor(f); err != nil {
+			fmt.Fprintf(stderr, "planrun: %v\n", err)
+			return exitBadPlan
+		}
+	}
 	for _, e := range c.failIf {
 		rule, err := reporters.ParseRule(e)
 		if err != nil {

@@ -13,20 +13,23 @@ import (
 	"github.com/planrun/planrun/results"
 )
 
-// Floors below which compare leaves a change out of its tables (--all
-// shows every figure): a latency must move by both FloorLatencyMs and
-// FloorPercent, any other figure by FloorPercent; a count of failures
-// by any amount.
-const (
-	FloorPercent   = 1.0
-	FloorLatencyMs = 0.5
-)
+// Floors are how much a figure must change for compare to show it
+// (--all shows every figure): a latency by both Percent and Ms, any
+// other figure by Percent; a count of failures by any amount.
+type Floors struct {
+	Percent float64 // of A
+	Ms      float64 // latency only
+}
+
+// DefaultFloors are compare's floors unless --floor sets them.
+var DefaultFloors = Floors{Percent: 1, Ms: 0.5}
 
 // CompareOptions are compare's settings: All shows every figure, not
-// only those that differ beyond the floors; Rules are the --fail-if gates.
+// only those that differ beyond Floors; Rules are the --fail-if gates.
 type CompareOptions struct {
-	All   bool
-	Rules []Rule
+	All    bool
+	Floors Floors
+	Rules  []Rule
 }
 
 // Breach is one compared figure a rule failed on.
@@ -73,7 +76,7 @@ func (r CompareRow) matches(figure string) bool {
 }
 
 // shown reports whether the row differs beyond the floors.
-func (r CompareRow) shown() bool {
+func (r CompareRow) shown(fl Floors) bool {
 	if !r.OkA || !r.OkB || metrics.IsNA(r.A) || metrics.IsNA(r.B) {
 		return false
 	}
@@ -84,13 +87,13 @@ func (r CompareRow) shown() bool {
 	case r.Figure == "failed":
 		return true
 	case r.A == 0:
-		return r.unit != "ms" || d >= FloorLatencyMs
+		return r.unit != "ms" || d >= fl.Ms
 	}
 	pct := d / math.Abs(r.A) * 100
-	if r.unit == "ms" && d < FloorLatencyMs {
+	if r.unit == "ms" && d < fl.Ms {
 		return false
 	}
-	return pct >= FloorPercent
+	return pct >= fl.Percent
 }
 
 // Compare writes markdown tables setting result b beside result a: for
@@ -109,7 +112,7 @@ func Compare(w io.Writer, a, b *results.Result, opt CompareOptions) ([]Breach, e
 	if opt.All {
 		fmt.Fprintf(w, "- every figure (--all)\n\n")
 	} else {
-		fmt.Fprintf(w, "- figures that differ by at least %g%% (and %g ms for latency; failed: any change)\n\n", FloorPercent, FloorLatencyMs)
+		fmt.Fprintf(w, "- figures that differ by at least %g%% (and %g ms for latency; failed: any change)\n\n", opt.Floors.Percent, opt.Floors.Ms)
 	}
 
 	bRuns := map[string]*results.Run{}
@@ -127,7 +130,7 @@ func Compare(w io.Writer, a, b *results.Result, opt CompareOptions) ([]Breach, e
 			continue
 		}
 		matched[ra.Label] = true
-		rows, notes := compareRun(w, ra, rb, len(a.Runs) > 1 || len(b.Runs) > 1, opt.All)
+		rows, notes := compareRun(w, ra, rb, len(a.Runs) > 1 || len(b.Runs) > 1, opt)
 		all = append(all, rows...)
 		unmatched = append(unmatched, notes...)
 	}
@@ -166,7 +169,7 @@ const wholeRun = "(whole run)"
 
 // compareRun writes one run's tables and returns every row of it, shown
 // or not, and the phases it could not match.
-func compareRun(w io.Writer, a, b *results.Run, heading, all bool) ([]CompareRow, []string) {
+func compareRun(w io.Writer, a, b *results.Run, heading bool, opt CompareOptions) ([]CompareRow, []string) {
 	if heading {
 		fmt.Fprintf(w, "## Run %s\n\n", runLabel(a))
 	}
@@ -213,14 +216,14 @@ func compareRun(w io.Writer, a, b *results.Run, heading, all bool) ([]CompareRow
 	var table, extraTable [][]string
 	hidden := 0
 	for _, r := range rows {
-		if !all && !r.shown() {
+		if !opt.All && !r.shown(opt.Floors) {
 			hidden++
 			continue
 		}
 		table = append(table, []string{r.Phase, r.Workload, r.Figure, presentRow(r, r.A, r.OkA), presentRow(r, r.B, r.OkB), changeOf(r.A, r.B, r.OkA && r.OkB)})
 	}
 	for _, r := range extra {
-		if !all && !r.shown() {
+		if !opt.All && !r.shown(opt.Floors) {
 			hidden++
 			continue
 		}
@@ -382,6 +385,27 @@ var ruleUnits = map[string]bool{"ms": true, "msg/s": true, "MB/s": true}
 var figureUnits = map[string]string{
 	"p50": "ms", "p99": "ms", "max": "ms", "e2e.p50": "ms", "e2e.p99": "ms", "e2e.max": "ms",
 	"msg/s": "msg/s", "MB/s": "MB/s", "failed": "",
+}
+
+// ParseFloor sets the floor a --floor value gives: a percentage (2%)
+// or a latency (1ms).
+func (fl *Floors) ParseFloor(s string) error {
+	v := strings.TrimSpace(s)
+	var dst *float64
+	switch {
+	case strings.HasSuffix(v, "%"):
+		dst, v = &fl.Percent, strings.TrimSuffix(v, "%")
+	case strings.HasSuffix(v, "ms"):
+		dst, v = &fl.Ms, strings.TrimSuffix(v, "ms")
+	default:
+		return fmt.Errorf("--floor %q: give a percentage (2%%) or a latency in ms (1ms)", s)
+	}
+	f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+	if err != nil || f < 0 || math.IsNaN(f) || math.IsInf(f, 0) {
+		return fmt.Errorf("--floor %q: not a number of 0 or more; give a percentage (2%%) or a latency in ms (1ms)", s)
+	}
+	*dst = f
+	return nil
 }
 
 // ParseRule reads a --fail-if expression such as "p99 > +10%",

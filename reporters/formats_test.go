@@ -329,7 +329,7 @@ func TestCompare(t *testing.T) {
 		}},
 	} {
 		var out bytes.Buffer
-		if _, err := Compare(&out, a, b, CompareOptions{All: tc.all}); err != nil {
+		if _, err := Compare(&out, a, b, CompareOptions{All: tc.all, Floors: DefaultFloors}); err != nil {
 			t.Fatal(err)
 		}
 		golden(t, tc.golden, out.Bytes())
@@ -397,7 +397,7 @@ func TestCompareFailIf(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a, b := compareResults(tc.set)
-			var opt CompareOptions
+			opt := CompareOptions{Floors: DefaultFloors}
 			for _, r := range tc.rules {
 				rule, err := ParseRule(r)
 				if err != nil {
