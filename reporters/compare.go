@@ -444,7 +444,11 @@ func ParseRule(s string) (Rule, error) {
 		if want == "" {
 			return r, fmt.Errorf("--fail-if %q: %s is a count: give a percentage or a bare number, not %q", s, baseFigure(r.Figure), unit)
 		}
-		return r, fmt.Errorf("--fail-if %q: %s is in %s: give a percentage (+10%%) or a value in %s (+2%s), not %q", s, baseFigure(r.Figure), want, want, want, unit)
+		got := fmt.Sprintf("%q", unit)
+		if unit == "" {
+			got = "a bare number"
+		}
+		return r, fmt.Errorf("--fail-if %q: %s is in %s: give a percentage (+10%%) or a value in %s (+2%s), not %s", s, baseFigure(r.Figure), want, want, want, got)
 	case !known && unit != "":
 		if !ruleUnits[unit] {
 			return r, fmt.Errorf("--fail-if %q: unknown unit %q; use %%, ms, msg/s or MB/s", s, unit)
