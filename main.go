@@ -55,7 +55,11 @@ Usage:
                                        invariant (phases add up to the run, ...):
                                        exit 0 when they hold, 1 listing violations,
                                        2 for a file that is not a result
-  planrun compare A.json B.json        two saved results side by side, with the change in percent
+  planrun compare [--all] [--floor 1%] [--floor 0.5ms] [--fail-if EXPR]... A.json B.json
+                                       the figures of two saved results that differ
+                                       beyond the floors (--all: every figure), with the
+                                       change in percent; --fail-if 'p99 > +10%' exits 1
+                                       naming the figures that break it (see the README)
   planrun explain [KIND] [NAME]        what a driver, workload kind, step, collector or plan
                                        section does and every key it takes (explain kafka,
                                        explain step wait); without a name, the list
@@ -109,6 +113,9 @@ type cli struct {
 	workers                     string // --workers: host:port list
 	token                       string
 	listen                      string
+	all                         bool     // compare --all
+	failIf                      []string // compare --fail-if
+	floors                      []string // compare --floor
 	args                        []string
 }
 
@@ -183,6 +190,20 @@ func parseArgs(args []string) (*cli, error) {
 				return nil, err
 			}
 			c.readme = v
+		case "--fail-if", "-fail-if":
+			v, err := next()
+			if err != nil {
+				return nil, err
+			}
+			c.failIf = append(c.failIf, v)
+		case "--floor", "-floor":
+			v, err := next()
+			if err != nil {
+				return nil, err
+			}
+			c.floors = append(c.floors, v)
+		case "--all", "-all":
+			c.all = true
 		case "--quiet", "-quiet", "-q":
 			c.quiet = true
 		case "--from-series", "-from-series":
@@ -490,7 +511,33 @@ func compare(c *cli, stdout, stderr io.Writer) int {
 		}
 		rs[i] = r
 	}
-	reporters.Compare(stdout, rs[0], rs[1])
+	opt := reporters.CompareOptions{All: c.all, Floors: reporters.DefaultFloors}
+	for _, f := range c.floors {
+		if err := opt.Floors.ParseFloor(f); err != nil {
+			fmt.Fprintf(stderr, "planrun: %v\n", err)
+			return exitBadPlan
+		}
+	}
+	for _, e := range c.failIf {
+		rule, err := reporters.ParseRule(e)
+		if err != nil {
+			fmt.Fprintf(stderr, "planrun: %v\n", err)
+			return exitBadPlan
+		}
+		opt.Rules = append(opt.Rules, rule)
+	}
+	breaches, err := reporters.Compare(stdout, rs[0], rs[1], opt)
+	if err != nil {
+		fmt.Fprintf(stderr, "planrun: %v\n", err)
+		return exitBadPlan
+	}
+	if len(breaches) > 0 {
+		fmt.Fprintf(stderr, "planrun: %d figures break a --fail-if rule:\n", len(breaches))
+		for _, b := range breaches {
+			fmt.Fprintf(stderr, "  %s: %s: %s\n", b.Rule, b.Row, b.Reason)
+		}
+		return exitAssert
+	}
 	return exitOK
 }
 

@@ -300,21 +300,50 @@ func TestCompare(t *testing.T) {
 	// A phase only in B.
 	b.Runs[0].Metrics.Phases = append(b.Runs[0].Metrics.Phases, metrics.Phase{Name: "cool-down", Start: 12.9, End: 14})
 	b.Runs[0].Status = results.AssertFail
-	var out bytes.Buffer
-	Compare(&out, a, b)
-	golden(t, "compare.md", out.Bytes())
-	// Table pads cells: compare with single spaces.
-	s := strings.Join(strings.Fields(out.String()), " ")
-	for _, want := range []string{
-		"| warm | producer | msg/s | 250.00 | 312.50 | +25.0% |",
-		"| steady | producer | failed | 2 | 2 | 0.0% |",
-		"| warm | host.cpu | 20.00 | 25.00 | +25.0% |",
-		"- phase cool-down is only in B",
-		"- run size=10KB is only in A",
-		"- run size=100KB is only in B",
+	for _, tc := range []struct {
+		golden  string
+		all     bool
+		want    []string
+		notWant []string
+	}{
+		{golden: "compare-all.md", all: true, want: []string{
+			"| warm | producer | msg/s | 250.00 | 312.50 | +25.0% |",
+			"| steady | producer | failed | 2 | 2 | 0.0% |",
+			"| backlog | consumer | e2e.p99 | n/a | n/a | |",
+			"| warm | host.cpu | 20.00 | 25.00 | +25.0% |",
+		}, notWant: []string{"| consumer | failed |", "| consumer | p99 |", "| producer | e2e.p99 |"}},
+		{golden: "compare.md", want: []string{
+			"| warm | producer | msg/s | 250.00 | 312.50 | +25.0% |",
+			"| warm | consumer | e2e.p99 | 15.00 | 18.75 | +25.0% |",
+			"| warm | host.cpu | 20.00 | 25.00 | +25.0% |",
+			"- phase cool-down of run size=1KB is only in B",
+			"- run size=10KB is only in A",
+			"- run size=100KB is only in B",
+			"(--all shows them)",
+		}, notWant: []string{
+			"| failed | 1 | 1 |",                                                    // unchanged
+			"| backlog | producer | msg/s |",                                        // unchanged
+			"| mirror | msg/s | 0.00 | 0.00 |",                                      // zero on both sides
+			"| n/a |",                                                               // n/a on a side
+			"| consumer | failed |", "| consumer | p99 |", "| producer | e2e.p99 |", // not the role's
+		}},
 	} {
-		if !strings.Contains(s, want) {
-			t.Errorf("comparison lacks %q", want)
+		var out bytes.Buffer
+		if _, err := Compare(&out, a, b, CompareOptions{All: tc.all, Floors: DefaultFloors}); err != nil {
+			t.Fatal(err)
+		}
+		golden(t, tc.golden, out.Bytes())
+		// Table pads cells: compare with single spaces.
+		s := strings.Join(strings.Fields(out.String()), " ")
+		for _, want := range tc.want {
+			if !strings.Contains(s, want) {
+				t.Errorf("%s: comparison lacks %q", tc.golden, want)
+			}
+		}
+		for _, no := range tc.notWant {
+			if strings.Contains(s, no) {
+				t.Errorf("%s: comparison shows %q", tc.golden, no)
+			}
 		}
 	}
 	if got := changeOf(0, 5, true); got != "from 0" {
@@ -322,6 +351,120 @@ func TestCompare(t *testing.T) {
 	}
 	if got := changeOf(-4, -2, true); got != "+50.0%" {
 		t.Errorf("change from a negative value: %s", got)
+	}
+}
+
+// compareResults are two one-run results of a producer and a consumer in
+// phases warm and cold-read, B's figures set by the test.
+func compareResults(set func(p, c *metrics.Stats)) (*results.Result, *results.Result) {
+	mk := func(scale bool) *results.Result {
+		var phases []metrics.Phase
+		for _, name := range []string{"warm", "cold-read"} {
+			p := metrics.Stats{Rate: 1000, SendMBps: 1, Failed: 0, Latency: metrics.Latency{P50: 2, P99: 10, Max: 20}}
+			c := metrics.Stats{Rate: 1000, RecvMBps: 1, E2E: metrics.Latency{P50: 4, P99: 20, Max: 40}}
+			if scale && name == "cold-read" {
+				set(&p, &c)
+			}
+			phases = append(phases, metrics.Phase{Name: name, Workloads: map[string]metrics.Stats{"producer": p, "consumer": c}})
+		}
+		return &results.Result{Plan: "p", Status: results.Passed, Runs: []results.Run{{Status: results.Passed,
+			Kinds:   map[string]string{"producer": "produce", "consumer": "consume"},
+			Metrics: metrics.Snapshot{Order: []string{"producer", "consumer"}, Phases: phases}}}}
+	}
+	return mk(false), mk(true)
+}
+
+func TestCompareFailIf(t *testing.T) {
+	worse := func(p, c *metrics.Stats) { p.Latency.P99 = 11.5; c.E2E.P99 = 21; c.Rate = 900 }
+	for _, tc := range []struct {
+		name  string
+		set   func(p, c *metrics.Stats)
+		rules []string
+		fails []string // the rows named, in order
+		err   string   // the error, when a rule names nothing
+	}{
+		{name: "p99 worse", set: worse, rules: []string{"p99 > +10%"}, fails: []string{"cold-read/producer.p99"}},
+		{name: "e2e within", set: worse, rules: []string{"e2e.p99 > +10%"}},
+		{name: "e2e absolute", set: worse, rules: []string{"e2e.p99 > +0.5ms"}, fails: []string{"cold-read/consumer.e2e.p99"}},
+		{name: "rate drop", set: worse, rules: []string{"msg/s < -5%"}, fails: []string{"cold-read/consumer.msg/s"}},
+		{name: "qualified", set: worse, rules: []string{"warm/producer.p99 > +1%", "cold-read/consumer.msg/s < -11%", "producer.p99 > +2ms"}},
+		{name: "workload qualified", set: worse, rules: []string{"producer.p99 > +1ms"}, fails: []string{"cold-read/producer.p99"}},
+		{name: "from zero", set: func(p, c *metrics.Stats) { p.Failed = 3 }, rules: []string{"failed > +10%"}, fails: []string{"cold-read/producer.failed"}},
+		{name: "zero to zero holds", set: func(p, c *metrics.Stats) {}, rules: []string{"failed > +10%", "failed > 0"}},
+		{name: "n/a in B", set: func(p, c *metrics.Stats) { c.E2E.P99 = metrics.NA }, rules: []string{"e2e.p99 > +10%"}, fails: []string{"cold-read/consumer.e2e.p99"}},
+		{name: "typo", set: worse, rules: []string{"p99 > +10%", "prodcer.p99 > +10%"}, err: `"prodcer.p99 > +10%"`},
+		{name: "no send latency for consumers", set: worse, rules: []string{"consumer.p99 > +10%"}, err: "names no figure"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, b := compareResults(tc.set)
+			opt := CompareOptions{Floors: DefaultFloors}
+			for _, r := range tc.rules {
+				rule, err := ParseRule(r)
+				if err != nil {
+					t.Fatal(err)
+				}
+				opt.Rules = append(opt.Rules, rule)
+			}
+			var out bytes.Buffer
+			breaches, err := Compare(&out, a, b, opt)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("error %v, want one saying %s", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, b := range breaches {
+				got = append(got, b.Row)
+				if !strings.Contains(out.String(), b.Row) {
+					t.Errorf("the output does not name %s:\n%s", b.Row, out.String())
+				}
+			}
+			if strings.Join(got, " ") != strings.Join(tc.fails, " ") {
+				t.Errorf("breaches %q, want %q\n%s", got, tc.fails, out.String())
+			}
+		})
+	}
+}
+
+func TestParseRule(t *testing.T) {
+	for _, tc := range []struct {
+		expr string
+		want Rule // Text is not compared
+		err  string
+	}{
+		{expr: "p99 > +10%", want: Rule{Figure: "p99", Greater: true, Change: 10, Percent: true}},
+		{expr: "cold-read/consumer.msg/s<-5%", want: Rule{Figure: "cold-read/consumer.msg/s", Change: -5, Percent: true}},
+		{expr: "producer.e2e.p99 > 2ms", want: Rule{Figure: "producer.e2e.p99", Greater: true, Change: 2, Unit: "ms"}},
+		{expr: "MB/s < -0.5 MB/s", want: Rule{Figure: "MB/s", Change: -0.5, Unit: "MB/s"}},
+		{expr: "failed > 0", want: Rule{Figure: "failed", Greater: true}},
+		{expr: "host.cpu > +5", want: Rule{Figure: "host.cpu", Greater: true, Change: 5}},
+		{expr: "p99 +10%", err: "no operator"},
+		{expr: "> +10%", err: "no figure"},
+		{expr: "p99 >", err: "no change"},
+		{expr: "p99 >= 10%", err: "one operator"},
+		{expr: "p99 > ten%", err: "not a number"},
+		{expr: "p99 > +2msg/s", err: "p99 is in ms"},
+		{expr: "p99 > +2", err: "p99 is in ms"},
+		{expr: "msg/s < -2ms", err: "msg/s is in msg/s"},
+		{expr: "failed > 2ms", err: "failed is a count"},
+		{expr: "host.cpu > 2furlongs", err: "unknown unit"},
+		{expr: "p 99 > 2ms", err: "has a space"},
+	} {
+		got, err := ParseRule(tc.expr)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%q: error %v, want one saying %q", tc.expr, err, tc.err)
+			}
+			continue
+		}
+		got.Text = ""
+		if err != nil || got != tc.want {
+			t.Errorf("%q: %+v, %v; want %+v", tc.expr, got, err, tc.want)
+		}
 	}
 }
 
