@@ -310,8 +310,13 @@ func lost(err error) bool {
 	var ce *goamqp.ConnError
 	var se *goamqp.SessionError
 	var le *goamqp.LinkError
-	return errors.As(err, &ce) || errors.As(err, &se) || errors.As(err, &le)
+	return errors.As(err, &ce) || errors.As(err, &se) || errors.As(err, &le) || errors.Is(err, errStalled)
 }
+
+// errStalled is a receiver whose credit could not be reset by a drain
+// (the broker did not answer it, or refused the credit after it): its
+// link is opened again, which starts both sides' credit count afresh.
+var errStalled = errors.New("link credit stalled")
 
 // reason names why a connection was lost, for events.
 func reason(err error) string {
@@ -634,12 +639,21 @@ func (c *consumer) resync(ctx context.Context, l *link) error {
 	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := l.receiver.DrainCredit(dctx, nil); err != nil {
-		if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) {
-			return nil
+		if ctx.Err() != nil {
+			return nil // stopping
 		}
-		return err
+		if lost(err) {
+			return err
+		}
+		return fmt.Errorf("%w: draining it: %v", errStalled, err)
 	}
-	return l.receiver.IssueCredit(uint32(c.credit))
+	if err := l.receiver.IssueCredit(uint32(c.credit)); err != nil {
+		if lost(err) {
+			return err
+		}
+		return fmt.Errorf("%w: granting %d: %v", errStalled, c.credit, err)
+	}
+	return nil
 }
 
 // Close implements drivers.Consumer: the connection closes; what was not
