@@ -93,8 +93,11 @@ steps:
 		t.Errorf("%d send_error events for %d failed sends", n, p.Failed)
 	}
 	o := outageOf(t, m, "producer")
-	if d := o.Duration(); !o.Ended || d < 2 || d > 6 || o.Phase != "outage" || o.Failed != p.Failed {
-		t.Errorf("producer outage %+v (%.1f s), want about 3 s with every failed send", o, d)
+	// The outage opens at the first failed send, so the sends already on
+	// their way then (at most one per thread) were meant before it: they
+	// failed, but not in the outage. Every later failure is in it.
+	if d := o.Duration(); !o.Ended || d < 2 || d > 6 || o.Phase != "outage" || o.Failed > p.Failed || p.Failed-o.Failed > 4 {
+		t.Errorf("producer outage %+v (%.1f s), want about 3 s with every failed send but those meant before it (at most 4, one per thread)", o, d)
 	}
 	report, err := os.ReadFile(filepath.Join(out, "rocketmq-restart.md"))
 	if err != nil || !strings.Contains(string(report), "| outage | producer |") {
