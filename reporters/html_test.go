@@ -224,7 +224,9 @@ func TestHTMLLivePage(t *testing.T) {
 	})
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
-	page := htmltest.Open(t, srv.URL+"/", browser.Options{})
+	// Opened zoomed (a link to a zoomed page), it stays zoomed through
+	// the updates.
+	page := htmltest.Open(t, srv.URL+"/#t=10-30", browser.Options{})
 	page.NoErrors(t)
 	if page.Renders != 3 {
 		t.Fatalf("%d renders, want the page's and one per event (3)", page.Renders)
@@ -234,6 +236,11 @@ func TestHTMLLivePage(t *testing.T) {
 	}
 	if c := page.Chart(t, 0, "Message rates"); c.Samples != 120 || c.Points != 120 {
 		t.Errorf("the charts are not the last model's: %+v", c)
+	}
+	for _, c := range page.Charts {
+		if c.X != [2]float64{10, 30} {
+			t.Errorf("run %d %s shows %v s after the updates, not the range zoomed to (10-30 s)", c.Run, c.Title, c.X)
+		}
 	}
 	if len(streams) != 1 {
 		t.Errorf("the page opened the event stream %d times; it must stop once the run is done", len(streams))
