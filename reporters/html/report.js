@@ -196,8 +196,10 @@
       (m.outages || []).forEach(function (o) {
         if (t >= o.start_s && t <= o.end_s) parts.push("outage: " + o.workload + " " + o.clients + " down");
       });
+      // A sample at t covers the second before it; an event's t is the
+      // start of its second.
       (m.events || []).forEach(function (e) {
-        if (t >= e.t - 1 && t < e.t + 1) {
+        if (e.t >= t - 1 && e.t < t) {
           parts.push(e.workload + " " + e.event.replace(/_/g, " ") + (e.reason ? " (" + e.reason + ")" : "") + " x" + e.count);
         }
       });
@@ -468,6 +470,15 @@
         return;
       }
       show(model);
+    };
+    // The browser reconnects by itself; meanwhile the panel says so.
+    state.source.onerror = function () {
+      var panel = document.getElementById("planrun-live");
+      if (panel && state.source) panel.setAttribute("data-connection", "lost");
+    };
+    state.source.onopen = function () {
+      var panel = document.getElementById("planrun-live");
+      if (panel) panel.removeAttribute("data-connection");
     };
   }
 })();
