@@ -703,6 +703,12 @@ func worker(c *cli, stdout, stderr io.Writer) int {
 	w := &cluster.Worker{Token: tokenOf(c), Version: version, Out: stderr, ConnectTimeout: c.connectTimeout, StopTimeout: c.stopTimeout,
 		TLS: tc, Insecure: c.insecure}
 	fmt.Fprintf(stdout, "worker listening on %s\n", ln.Addr())
+	switch {
+	case tc != nil:
+		fmt.Fprintf(stderr, "worker: TLS 1.3; a conductor needs a client certificate signed by %s\n", files.CA)
+	case !cluster.Loopback(ln.Addr().String()):
+		fmt.Fprintf(stderr, "worker: WARNING: plain TCP beyond loopback (--insecure): the plan, its secrets and the token cross the network readable\n")
+	}
 	if err := w.Serve(ctx, ln); err != nil {
 		fmt.Fprintf(stderr, "planrun: worker: %v\n", err)
 		return exitRunFailure

@@ -132,7 +132,7 @@ func (w *Worker) secure(ctx context.Context, conn net.Conn, local string) (net.C
 	defer cancel()
 	if err := tc.HandshakeContext(hctx); err != nil {
 		_ = conn.Close()
-		if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+		if !closedByPeer(err) {
 			w.logf("worker: refused %s: TLS handshake: %v%s", remote, err, workerHint(err))
 		}
 		return nil, false
