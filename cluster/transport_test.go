@@ -27,19 +27,19 @@ steps:
   - start: producer
 `
 
-// syncBuffer is a log both the worker's goroutines and the test use.
-type syncBuffer struct {
+// logBuf is a worker's log, read while the worker writes it.
+type logBuf struct {
 	mu sync.Mutex
 	b  strings.Builder
 }
 
-func (s *syncBuffer) Write(p []byte) (int, error) {
+func (s *logBuf) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.Write(p)
 }
 
-func (s *syncBuffer) String() string {
+func (s *logBuf) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
@@ -109,7 +109,7 @@ func join(t *testing.T, addr, token string, tc *tls.Config) error {
 
 // waitLog waits until the worker's log holds want (it is written by the
 // worker's connection goroutine, after the conductor's error came back).
-func waitLog(t *testing.T, log *syncBuffer, want string) {
+func waitLog(t *testing.T, log *logBuf, want string) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for !strings.Contains(log.String(), want) {
@@ -158,7 +158,7 @@ func TestTLSHandshake(t *testing.T) {
 			wantErr: "if it was started with --tls-cert, --tls-key and --tls-ca, give the conductor its own", wantLog: "the conductor does not speak TLS"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			log := &syncBuffer{}
+			log := &logBuf{}
 			w := &Worker{Version: "v", Out: log, TLS: mustTLS(t, WorkerTLS, tc.worker)}
 			addr := serve(t, w, nil)
 			err := join(t, addr, "", tc.conductor)
@@ -182,7 +182,7 @@ func TestTLSHandshake(t *testing.T) {
 
 func TestTLSWorkerWithoutTLS(t *testing.T) {
 	_, cf := certDir(t, certs.Options{})
-	w := &Worker{Version: "v", Out: &syncBuffer{}}
+	w := &Worker{Version: "v", Out: &logBuf{}}
 	addr := serve(t, w, nil)
 	err := join(t, addr, "", mustTLS(t, ConductorTLS, cf))
 	if err == nil || !strings.Contains(err.Error(), "TLS handshake") || !strings.Contains(err.Error(), "worker 0 ("+addr+")") {
@@ -211,7 +211,7 @@ func TestTokenMismatch(t *testing.T) {
 		for _, secure := range []bool{false, true} {
 			name := tc.name + map[bool]string{false: " (plain)", true: " (TLS)"}[secure]
 			t.Run(name, func(t *testing.T) {
-				log := &syncBuffer{}
+				log := &logBuf{}
 				w := &Worker{Version: "v", Out: log, Token: tc.worker}
 				var ctc *tls.Config
 				if secure {
@@ -264,7 +264,7 @@ func TestPlainListenBeyondLoopback(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &Worker{Version: "v", Out: &syncBuffer{}}
+	w := &Worker{Version: "v", Out: &logBuf{}}
 	err = w.Serve(context.Background(), farListener{ln})
 	if !errors.Is(err, ErrPlainListen) || !strings.Contains(err.Error(), "--insecure") {
 		t.Fatalf("Serve on a non-loopback address without TLS: %v, want a refusal naming --insecure", err)
@@ -275,7 +275,7 @@ func TestPlainListenBeyondLoopback(t *testing.T) {
 
 	// With --insecure it serves, and warns once per connection that
 	// sends something (not for a port probe).
-	log := &syncBuffer{}
+	log := &logBuf{}
 	w = &Worker{Version: "v", Out: log, Insecure: true}
 	addr := serve(t, w, func(ln net.Listener) net.Listener { return farListener{ln} })
 	probe, err := net.Dial("tcp", addr)
@@ -387,7 +387,7 @@ func TestTLSHidesTokenAndPlan(t *testing.T) {
 	const token = "tok-4f1c9a77e2"
 	for _, secure := range []bool{true, false} {
 		var tap *tapListener
-		w := &Worker{Version: "v", Out: &syncBuffer{}, Token: token}
+		w := &Worker{Version: "v", Out: &logBuf{}, Token: token}
 		var ctc *tls.Config
 		if secure {
 			w.TLS, ctc = mustTLS(t, WorkerTLS, wf), mustTLS(t, ConductorTLS, cf)
