@@ -132,7 +132,7 @@ func (w *Worker) secure(ctx context.Context, conn net.Conn) (net.Conn, bool) {
 	defer cancel()
 	if err := tc.HandshakeContext(hctx); err != nil {
 		_ = conn.Close()
-		if !closedByPeer(err) {
+		if !closedByPeer(err) && ctx.Err() == nil {
 			w.logf("worker: refused %s: TLS handshake: %v%s", remote, err, workerHint(err))
 		}
 		return nil, false
