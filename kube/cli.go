@@ -37,10 +37,10 @@ const Usage = `planrun kube runs a plan on Kubernetes.
 
 Usage:
   planrun kube run PLAN.yaml --workers N [flags]
-        create the plan's ConfigMap, a Secret (token, TLS certificates), a headless Service, an
-        Indexed Job of N workers and the conductor's Job; wait for the
-        workers; stream the conductor's log; write the report to --out;
-        delete everything (also on Ctrl-C)
+        create the plan's ConfigMap, a Secret (token, TLS certificates), a
+        headless Service, an Indexed Job of N workers and the conductor's
+        Job; wait for the workers; stream the conductor's log; write the
+        report to --out; delete everything (also on Ctrl-C)
   planrun kube render PLAN.yaml --workers N [flags]
         print the same objects as YAML (without the Secret: the header says
         how to make it)
