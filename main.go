@@ -692,6 +692,8 @@ func worker(c *cli, stdout, stderr io.Writer) int {
 	switch {
 	case tc != nil:
 		fmt.Fprintf(stderr, "worker: TLS 1.3; a conductor needs a client certificate signed by %s\n", files.CA)
+	case !cluster.Loopback(ln.Addr().String()) && w.Token == "":
+		fmt.Fprintf(stderr, "worker: WARNING: plain TCP beyond loopback (--insecure) and no token: any conductor that reaches this port can drive the worker, and the plan and its secrets cross the network readable\n")
 	case !cluster.Loopback(ln.Addr().String()):
 		fmt.Fprintf(stderr, "worker: WARNING: plain TCP beyond loopback (--insecure): the plan, its secrets and the token cross the network readable\n")
 	}
