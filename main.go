@@ -8,7 +8,9 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -20,6 +22,7 @@ import (
 	"time"
 
 	"github.com/planrun/planrun/cluster"
+	"github.com/planrun/planrun/cluster/certs"
 	"github.com/planrun/planrun/docs"
 	"github.com/planrun/planrun/engine"
 	"github.com/planrun/planrun/kube"
@@ -64,9 +67,12 @@ Usage:
                                        section does and every key it takes (explain kafka,
                                        explain step wait); without a name, the list
   planrun schema                       print the JSON Schema of plan files (for editors)
-  planrun worker --listen ADDR [--token TOKEN]
+  planrun worker --listen ADDR [--token TOKEN] [--tls-cert F --tls-key F --tls-ca F]
                                        hold workload shards for a conductor
                                        (planrun run --workers); see the README
+  planrun certs DIR [--ip IP]... [--dns NAME]... [--valid D]
+                                       make a CA, a worker and a conductor
+                                       certificate for the control channel's TLS
   planrun kube run|render PLAN.yaml --workers N   run a plan on Kubernetes
                                        (planrun kube help)
   planrun version
@@ -86,6 +92,15 @@ Flags (before or after the plan):
   --token TOKEN      shared secret between conductor and workers (also
                      PLANRUN_TOKEN)
   --listen ADDR      worker: where to accept the conductor (host:port)
+  --tls-cert FILE, --tls-key FILE, --tls-ca FILE
+                     worker and conductor: TLS 1.3 on the control channel,
+                     this side's certificate and key and the CA both trust
+                     (also PLANRUN_TLS_CERT, PLANRUN_TLS_KEY, PLANRUN_TLS_CA;
+                     planrun certs makes them)
+  --tls-server-name NAME  conductor: the name workers' certificates must hold
+                     (default planrun-worker)
+  --insecure         worker: serve plain TCP beyond loopback (warned on every
+                     connection)
   --stop-timeout D   how long stopping the workloads and closing the targets
                      may take at the end of a run or after an interrupt
                      (default 30s)
@@ -117,6 +132,9 @@ type cli struct {
 	failIf                      []string // compare --fail-if
 	floors                      []string // compare --floor
 	args                        []string
+
+	tls      cluster.TLSFiles // --tls-cert, --tls-key, --tls-ca, --tls-server-name
+	insecure bool             // worker --insecure
 }
 
 func parseArgs(args []string) (*cli, error) {
@@ -184,6 +202,23 @@ func parseArgs(args []string) (*cli, error) {
 			default:
 				c.listen = v
 			}
+		case "--tls-cert", "-tls-cert", "--tls-key", "-tls-key", "--tls-ca", "-tls-ca", "--tls-server-name", "-tls-server-name":
+			v, err := next()
+			if err != nil {
+				return nil, err
+			}
+			switch strings.TrimLeft(name, "-") {
+			case "tls-cert":
+				c.tls.Cert = v
+			case "tls-key":
+				c.tls.Key = v
+			case "tls-ca":
+				c.tls.CA = v
+			default:
+				c.tls.ServerName = v
+			}
+		case "--insecure", "-insecure":
+			c.insecure = true
 		case "--readme", "-readme":
 			v, err := next()
 			if err != nil {
@@ -236,6 +271,9 @@ func parseArgs(args []string) (*cli, error) {
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "kube" {
 		return kube.Main(args[1:], stdout, stderr)
+	}
+	if len(args) > 0 && args[0] == "certs" {
+		return makeCerts(args[1:], stdout, stderr)
 	}
 	c, err := parseArgs(args)
 	if err != nil {
@@ -308,8 +346,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "planrun: %v\n", err)
 			return exitBadPlan
 		}
+		tc, err := conductorTLS(c)
+		if err != nil {
+			fmt.Fprintf(stderr, "planrun: %v\n", err)
+			return exitBadPlan
+		}
 		cond := &cluster.Conductor{Addrs: addrs, Token: tokenOf(c), Version: version, File: c.args[0], Source: data,
-			Set: c.sets, Env: env.Seen, Out: progress, StopTimeout: c.stopTimeout}
+			Set: c.sets, Env: env.Seen, Out: progress, StopTimeout: c.stopTimeout, TLS: tc}
 		if err := cond.Check(plans); err != nil {
 			fmt.Fprintf(stderr, "planrun: %v\n", err)
 			return exitBadPlan
@@ -635,6 +678,18 @@ func worker(c *cli, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "planrun: worker needs --listen host:port\n")
 		return exitBadPlan
 	}
+	files := tlsFiles(c)
+	var tc *tls.Config
+	if files.Given() {
+		var err error
+		if tc, err = cluster.WorkerTLS(files); err != nil {
+			fmt.Fprintf(stderr, "planrun: worker: %v\n", err)
+			return exitBadPlan
+		}
+	} else if !c.insecure && !cluster.Loopback(c.listen) {
+		fmt.Fprintf(stderr, "planrun: worker: --listen %s: %v\n", c.listen, cluster.ErrPlainListen)
+		return exitBadPlan
+	}
 	ln, err := net.Listen("tcp", c.listen)
 	if err != nil {
 		fmt.Fprintf(stderr, "planrun: worker: --listen %s: %v\n", c.listen, err)
@@ -642,11 +697,113 @@ func worker(c *cli, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	w := &cluster.Worker{Token: tokenOf(c), Version: version, Out: stderr, ConnectTimeout: c.connectTimeout, StopTimeout: c.stopTimeout}
+	w := &cluster.Worker{Token: tokenOf(c), Version: version, Out: stderr, ConnectTimeout: c.connectTimeout, StopTimeout: c.stopTimeout,
+		TLS: tc, Insecure: c.insecure}
 	fmt.Fprintf(stdout, "worker listening on %s\n", ln.Addr())
+	switch {
+	case tc != nil:
+		fmt.Fprintf(stderr, "worker: TLS 1.3; a conductor needs a client certificate signed by %s\n", files.CA)
+	case !cluster.Loopback(ln.Addr().String()) && w.Token == "":
+		fmt.Fprintf(stderr, "worker: WARNING: plain TCP beyond loopback (--insecure) and no token: any conductor that reaches this port can drive the worker, and the plan and its secrets cross the network readable\n")
+	case !cluster.Loopback(ln.Addr().String()):
+		fmt.Fprintf(stderr, "worker: WARNING: plain TCP beyond loopback (--insecure): the plan, its secrets and the token cross the network readable\n")
+	}
 	if err := w.Serve(ctx, ln); err != nil {
 		fmt.Fprintf(stderr, "planrun: worker: %v\n", err)
 		return exitRunFailure
 	}
+	return exitOK
+}
+
+// tlsFiles are the control channel's TLS files: the flags, else
+// PLANRUN_TLS_CERT, PLANRUN_TLS_KEY and PLANRUN_TLS_CA.
+func tlsFiles(c *cli) cluster.TLSFiles {
+	f := c.tls
+	for _, e := range []struct {
+		v   *string
+		env string
+	}{{&f.Cert, "PLANRUN_TLS_CERT"}, {&f.Key, "PLANRUN_TLS_KEY"}, {&f.CA, "PLANRUN_TLS_CA"}} {
+		if *e.v == "" {
+			*e.v = os.Getenv(e.env)
+		}
+	}
+	return f
+}
+
+// conductorTLS is the conductor's TLS configuration, nil without files.
+func conductorTLS(c *cli) (*tls.Config, error) {
+	files := tlsFiles(c)
+	if !files.Given() {
+		if files.ServerName != "" {
+			return nil, errors.New("--tls-server-name needs --tls-cert, --tls-key and --tls-ca")
+		}
+		return nil, nil
+	}
+	return cluster.ConductorTLS(files)
+}
+
+// makeCerts writes a CA certificate and the worker's and conductor's
+// certificates and keys into a folder: planrun certs DIR [--ip IP]...
+// [--dns NAME]... [--valid D], flags before or after DIR.
+func makeCerts(args []string, stdout, stderr io.Writer) int {
+	const use = "planrun certs DIR [--ip IP]... [--dns NAME]... [--valid D]"
+	fs := flag.NewFlagSet("planrun certs", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var o certs.Options
+	fs.Func("ip", "", func(v string) error {
+		for _, a := range strings.Split(v, ",") {
+			ip := net.ParseIP(strings.TrimSpace(a))
+			if ip == nil {
+				return fmt.Errorf("%q is not an IP address (names go to --dns)", a)
+			}
+			o.IPs = append(o.IPs, ip)
+		}
+		return nil
+	})
+	fs.Func("dns", "", func(v string) error {
+		for _, n := range strings.Split(v, ",") {
+			if n = strings.TrimSpace(n); n != "" {
+				o.Names = append(o.Names, n)
+			}
+		}
+		return nil
+	})
+	fs.Func("valid", "", func(v string) (err error) {
+		if o.Valid, err = yamldecode.ParseDuration(v); err != nil || o.Valid <= 0 {
+			return fmt.Errorf("give a duration such as 30d or 8760h")
+		}
+		return nil
+	})
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			fmt.Fprintf(stderr, "planrun: certs: %v\nusage: %s\n", err, use)
+			return exitBadPlan
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		pos, args = append(pos, fs.Arg(0)), fs.Args()[1:]
+	}
+	if len(pos) != 1 {
+		fmt.Fprintf(stderr, "planrun: certs takes one folder: %s\n", use)
+		return exitBadPlan
+	}
+	dir := pos[0]
+	set, err := certs.Generate(o)
+	if err == nil {
+		err = set.Write(dir)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "planrun: certs: %v\n", err)
+		return exitRunFailure
+	}
+	p := func(name string) string { return filepath.Join(dir, name) }
+	fmt.Fprintf(stdout, "wrote %s, %s, %s, %s, %s (the CA's key is not kept: run planrun certs again for new certificates)\n",
+		p(certs.CAFile), p(certs.WorkerCertFile), p(certs.WorkerKeyFile), p(certs.ConductorCertFile), p(certs.ConductorKeyFile))
+	fmt.Fprintf(stdout, "workers:   planrun worker --listen HOST:7070 --tls-cert %s --tls-key %s --tls-ca %s\n",
+		p(certs.WorkerCertFile), p(certs.WorkerKeyFile), p(certs.CAFile))
+	fmt.Fprintf(stdout, "conductor: planrun run --workers HOST:7070,... --tls-cert %s --tls-key %s --tls-ca %s PLAN.yaml\n",
+		p(certs.ConductorCertFile), p(certs.ConductorKeyFile), p(certs.CAFile))
 	return exitOK
 }

@@ -2,7 +2,7 @@ package cluster
 
 import (
 	"context"
-	"crypto/subtle"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -23,11 +23,18 @@ import (
 
 // Worker holds workload shards for one conductor at a time.
 type Worker struct {
-	// Token, when set, must be what the conductor sends at join.
+	// Token is what the conductor must send at join: a conductor that sends
+	// another, or one when the worker has none, is refused.
 	Token   string
 	Version string
 	// Out gets a line per conductor joining and leaving.
 	Out io.Writer
+	// TLS, when set, is the listener's TLS configuration (WorkerTLS):
+	// every conductor must present a certificate its CA signed.
+	TLS *tls.Config
+	// Insecure lets the worker serve plain TCP beyond loopback, with a
+	// warning on every connection; without it, Serve refuses to.
+	Insecure bool
 	// ConnectTimeout bounds opening each target, StopTimeout stopping the
 	// shards when a conductor leaves (defaults 60s and 30s).
 	ConnectTimeout, StopTimeout time.Duration
@@ -38,6 +45,10 @@ type Worker struct {
 
 // Serve accepts conductors on ln until ctx ends.
 func (w *Worker) Serve(ctx context.Context, ln net.Listener) error {
+	if err := w.checkListener(ln); err != nil {
+		_ = ln.Close()
+		return err
+	}
 	if w.ConnectTimeout == 0 {
 		w.ConnectTimeout = 60 * time.Second
 	}
@@ -61,7 +72,9 @@ func (w *Worker) Serve(ctx context.Context, ln net.Listener) error {
 		conns.Add(1)
 		go func() {
 			defer conns.Done()
-			w.serveConn(ctx, conn)
+			if conn, ok := w.secure(ctx, conn); ok {
+				w.serveConn(ctx, conn)
+			}
 		}()
 	}
 }
@@ -130,9 +143,8 @@ var errNotJoined = errors.New("join first")
 
 // Join checks the conductor's token and version and loads its plan.
 func (s *session) Join(a *JoinArgs, r *JoinReply) error {
-	if s.w.Token != "" && subtle.ConstantTimeCompare([]byte(a.Token), []byte(s.w.Token)) != 1 {
-		s.w.logf("worker: refused %s: wrong token", s.remote)
-		return errors.New("the worker refused the token (give the worker's --token or PLANRUN_TOKEN)")
+	if err := s.w.checkToken(a.Token, s.remote); err != nil {
+		return err
 	}
 	if a.Version != s.w.Version {
 		return fmt.Errorf("version mismatch: the conductor is planrun %s, this worker planrun %s; run the same version on both", a.Version, s.w.Version)

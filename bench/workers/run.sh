@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Conductor overhead and scale of planrun workers on this machine.
 #   bash bench/workers/run.sh [WORKERS] [RATE_PER_WORKER] [SECONDS]
+#   TLS=1 bash bench/workers/run.sh ...   the same with TLS on the control
+#                                         channel (certificates from planrun certs)
 # Starts WORKERS local worker processes, runs a memory-driver producer at
 # RATE_PER_WORKER msg/s on each for SECONDS, and prints the CPU seconds of
 # the conductor and of the workers (from /proc), the conductor's CPU as a
@@ -17,10 +19,16 @@ cd "$(dirname "$0")/../.."
 tmp=$(mktemp -d)
 trap 'kill $(cat "$tmp"/*.pid 2>/dev/null) 2>/dev/null || true; rm -rf "$tmp"' EXIT
 go build -o "$tmp/planrun" .
+wtls=() ctls=()
+if [ -n "${TLS:-}" ]; then
+  "$tmp/planrun" certs "$tmp/certs" >/dev/null
+  wtls=(--tls-cert "$tmp/certs/worker.crt" --tls-key "$tmp/certs/worker.key" --tls-ca "$tmp/certs/ca.crt")
+  ctls=(--tls-cert "$tmp/certs/conductor.crt" --tls-key "$tmp/certs/conductor.key" --tls-ca "$tmp/certs/ca.crt")
+fi
 addrs=()
 for i in $(seq 0 $((N-1))); do
   port=$((17500+i))
-  "$tmp/planrun" worker --listen 127.0.0.1:$port --token bench >"$tmp/w$i.out" 2>/dev/null &
+  "$tmp/planrun" worker --listen 127.0.0.1:$port --token bench "${wtls[@]}" >"$tmp/w$i.out" 2>/dev/null &
   echo $! >"$tmp/w$i.pid"
   addrs+=(127.0.0.1:$port)
 done
@@ -45,7 +53,7 @@ declare -A w0
 for i in $(seq 0 $((N-1))); do w0[$i]=$(cpu "$(cat "$tmp/w$i.pid")"); done
 IFS=, ; list="${addrs[*]}"; unset IFS
 TIMEFORMAT='%U %S'
-{ time "$tmp/planrun" run --quiet --token bench --workers "$list" --out "$tmp/out" "$tmp/plan.yaml" >/dev/null 2>"$tmp/cond.err"; } 2>"$tmp/cond.time" || true
+{ time "$tmp/planrun" run --quiet --token bench "${ctls[@]}" --workers "$list" --out "$tmp/out" "$tmp/plan.yaml" >/dev/null 2>"$tmp/cond.err"; } 2>"$tmp/cond.time" || true
 ccpu=$(awk '{print $1+$2}' "$tmp/cond.time")
 wsum=0
 for i in $(seq 0 $((N-1))); do
