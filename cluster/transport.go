@@ -114,18 +114,13 @@ const handshakeTimeout = 10 * time.Second
 
 // secure returns the connection the worker serves a conductor on: TLS
 // after a handshake that verified the conductor's certificate, or the
-// plain connection (with a warning on its first bytes beyond loopback).
+// plain connection (plainConn).
 // A failed handshake is logged, unless the peer sent nothing (a port
 // probe), and the connection closed.
 func (w *Worker) secure(ctx context.Context, conn net.Conn) (net.Conn, bool) {
 	remote := conn.RemoteAddr().String()
 	if w.TLS == nil {
-		if Loopback(conn.LocalAddr().String()) {
-			return conn, true
-		}
-		return &firstRead{Conn: conn, fn: func() {
-			w.logf("worker: WARNING: conductor %s on plain TCP (--insecure): the plan, its secrets and the token cross the network readable; give --tls-cert, --tls-key and --tls-ca", remote)
-		}}, true
+		return &plainConn{Conn: conn, w: w, remote: remote, warn: !Loopback(conn.LocalAddr().String())}, true
 	}
 	tc := tls.Server(conn, w.TLS)
 	hctx, cancel := context.WithTimeout(ctx, handshakeTimeout)
@@ -155,18 +150,32 @@ func workerHint(err error) string {
 	return ""
 }
 
-// firstRead calls fn once, when the first bytes arrive: a port probe that
-// sends nothing does not count as a conductor.
-type firstRead struct {
+// plainConn is a conductor's connection to a worker without TLS. Its first
+// bytes decide: a TLS handshake (a conductor given certificates) is
+// refused with a line saying so, and beyond loopback (--insecure) every
+// conductor is warned about; a port probe that sends nothing is neither.
+// Only the connection's one reader calls Read.
+type plainConn struct {
 	net.Conn
-	once sync.Once
-	fn   func()
+	w      *Worker
+	remote string
+	warn   bool
+	seen   bool
 }
 
-func (c *firstRead) Read(b []byte) (int, error) {
+func (c *plainConn) Read(b []byte) (int, error) {
 	n, err := c.Conn.Read(b)
-	if n > 0 {
-		c.once.Do(c.fn)
+	if n == 0 || c.seen {
+		return n, err
+	}
+	c.seen = true
+	if n >= 2 && b[0] == 0x16 && b[1] == 0x03 { // a TLS handshake record
+		c.w.logf("worker: refused %s: it speaks TLS and this worker was started without --tls-cert, --tls-key and --tls-ca", c.remote)
+		_ = c.Conn.Close()
+		return 0, errors.New("a TLS handshake on a worker without TLS")
+	}
+	if c.warn {
+		c.w.logf("worker: WARNING: conductor %s on plain TCP (--insecure): the plan, its secrets and the token cross the network readable; give --tls-cert, --tls-key and --tls-ca", c.remote)
 	}
 	return n, err
 }
@@ -277,7 +286,7 @@ func explainTLS(err error, cfg *tls.Config) error {
 			return err
 		}
 	case closedByPeer(err):
-		hint = "the worker closed the connection during the TLS handshake: is it started with --tls-cert, --tls-key and --tls-ca? Its log says why"
+		hint = "the worker closed the connection during the TLS handshake, as a worker started without --tls-cert, --tls-key and --tls-ca does; its log says why"
 	default:
 		return err
 	}

@@ -182,12 +182,16 @@ func TestTLSHandshake(t *testing.T) {
 
 func TestTLSWorkerWithoutTLS(t *testing.T) {
 	_, cf := certDir(t, certs.Options{})
-	w := &Worker{Version: "v", Out: &logBuf{}}
+	log := &logBuf{}
+	w := &Worker{Version: "v", Out: log}
 	addr := serve(t, w, nil)
 	err := join(t, addr, "", mustTLS(t, ConductorTLS, cf))
-	if err == nil || !strings.Contains(err.Error(), "TLS handshake") || !strings.Contains(err.Error(), "worker 0 ("+addr+")") {
-		t.Fatalf("join error %v: want a failed TLS handshake naming the worker", err)
+	if err == nil || !strings.Contains(err.Error(), "TLS handshake") || !strings.Contains(err.Error(), "worker 0 ("+addr+")") ||
+		!strings.Contains(err.Error(), "as a worker started without --tls-cert, --tls-key and --tls-ca does") {
+		t.Fatalf("join error %v: want a failed TLS handshake naming the worker and the likely cause", err)
 	}
+	waitLog(t, log, "worker: refused 127.0.0.1:")
+	waitLog(t, log, "it speaks TLS and this worker was started without --tls-cert, --tls-key and --tls-ca")
 }
 
 func TestTokenMismatch(t *testing.T) {
