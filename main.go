@@ -8,6 +8,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -20,6 +21,7 @@ import (
 	"time"
 
 	"github.com/planrun/planrun/cluster"
+	"github.com/planrun/planrun/cluster/certs"
 	"github.com/planrun/planrun/docs"
 	"github.com/planrun/planrun/engine"
 	"github.com/planrun/planrun/kube"
@@ -64,9 +66,12 @@ Usage:
                                        section does and every key it takes (explain kafka,
                                        explain step wait); without a name, the list
   planrun schema                       print the JSON Schema of plan files (for editors)
-  planrun worker --listen ADDR [--token TOKEN]
+  planrun worker --listen ADDR [--token TOKEN] [--tls-cert F --tls-key F --tls-ca F]
                                        hold workload shards for a conductor
                                        (planrun run --workers); see the README
+  planrun certs DIR [--ip IP]... [--dns NAME]... [--valid D]
+                                       make a CA, a worker and a conductor
+                                       certificate for the control channel's TLS
   planrun kube run|render PLAN.yaml --workers N   run a plan on Kubernetes
                                        (planrun kube help)
   planrun version
@@ -86,6 +91,15 @@ Flags (before or after the plan):
   --token TOKEN      shared secret between conductor and workers (also
                      PLANRUN_TOKEN)
   --listen ADDR      worker: where to accept the conductor (host:port)
+  --tls-cert FILE, --tls-key FILE, --tls-ca FILE
+                     worker and conductor: TLS 1.3 on the control channel,
+                     this side's certificate and key and the CA both trust
+                     (also PLANRUN_TLS_CERT, PLANRUN_TLS_KEY, PLANRUN_TLS_CA;
+                     planrun certs makes them)
+  --tls-server-name NAME  conductor: the name workers' certificates must hold
+                     (default planrun-worker)
+  --insecure         worker: serve plain TCP beyond loopback (warned on every
+                     connection)
   --stop-timeout D   how long stopping the workloads and closing the targets
                      may take at the end of a run or after an interrupt
                      (default 30s)
@@ -117,6 +131,11 @@ type cli struct {
 	failIf                      []string // compare --fail-if
 	floors                      []string // compare --floor
 	args                        []string
+
+	tls           cluster.TLSFiles // --tls-cert, --tls-key, --tls-ca, --tls-server-name
+	insecure      bool             // worker --insecure
+	ips, dnsNames []string         // certs --ip, --dns
+	valid         time.Duration    // certs --valid
 }
 
 func parseArgs(args []string) (*cli, error) {
@@ -184,6 +203,37 @@ func parseArgs(args []string) (*cli, error) {
 			default:
 				c.listen = v
 			}
+		case "--tls-cert", "-tls-cert", "--tls-key", "-tls-key", "--tls-ca", "-tls-ca", "--tls-server-name", "-tls-server-name", "--ip", "-ip", "--dns", "-dns":
+			v, err := next()
+			if err != nil {
+				return nil, err
+			}
+			switch strings.TrimLeft(name, "-") {
+			case "tls-cert":
+				c.tls.Cert = v
+			case "tls-key":
+				c.tls.Key = v
+			case "tls-ca":
+				c.tls.CA = v
+			case "tls-server-name":
+				c.tls.ServerName = v
+			case "ip":
+				c.ips = append(c.ips, strings.Split(v, ",")...)
+			default:
+				c.dnsNames = append(c.dnsNames, strings.Split(v, ",")...)
+			}
+		case "--valid", "-valid":
+			v, err := next()
+			if err != nil {
+				return nil, err
+			}
+			d, err := yamldecode.ParseDuration(v)
+			if err != nil || d <= 0 {
+				return nil, fmt.Errorf("--valid %q: give a duration such as 30d or 8760h", v)
+			}
+			c.valid = d
+		case "--insecure", "-insecure":
+			c.insecure = true
 		case "--readme", "-readme":
 			v, err := next()
 			if err != nil {
@@ -222,7 +272,7 @@ func parseArgs(args []string) (*cli, error) {
 	if c.cmd == "" {
 		if len(c.args) > 0 {
 			switch c.args[0] {
-			case "run", "validate", "version", "report", "compare", "explain", "schema", "help", "worker":
+			case "run", "validate", "version", "report", "compare", "explain", "schema", "help", "worker", "certs":
 				c.cmd, c.args = c.args[0], c.args[1:]
 			}
 		}
@@ -261,6 +311,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return schema(stdout, stderr)
 	case "worker":
 		return worker(c, stdout, stderr)
+	case "certs":
+		return makeCerts(c, stdout, stderr)
 	}
 	if len(c.args) != 1 {
 		fmt.Fprintf(stderr, "planrun: run takes one plan file\n\n%s", usage)
@@ -308,8 +360,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "planrun: %v\n", err)
 			return exitBadPlan
 		}
+		tc, err := conductorTLS(c)
+		if err != nil {
+			fmt.Fprintf(stderr, "planrun: %v\n", err)
+			return exitBadPlan
+		}
 		cond := &cluster.Conductor{Addrs: addrs, Token: tokenOf(c), Version: version, File: c.args[0], Source: data,
-			Set: c.sets, Env: env.Seen, Out: progress, StopTimeout: c.stopTimeout}
+			Set: c.sets, Env: env.Seen, Out: progress, StopTimeout: c.stopTimeout, TLS: tc}
 		if err := cond.Check(plans); err != nil {
 			fmt.Fprintf(stderr, "planrun: %v\n", err)
 			return exitBadPlan
@@ -624,6 +681,18 @@ func worker(c *cli, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "planrun: worker needs --listen host:port\n")
 		return exitBadPlan
 	}
+	files := tlsFiles(c)
+	var tc *tls.Config
+	if files.Given() {
+		var err error
+		if tc, err = cluster.WorkerTLS(files); err != nil {
+			fmt.Fprintf(stderr, "planrun: worker: %v\n", err)
+			return exitBadPlan
+		}
+	} else if !c.insecure && !cluster.Loopback(c.listen) {
+		fmt.Fprintf(stderr, "planrun: worker: --listen %s: %v\n", c.listen, cluster.ErrPlainListen)
+		return exitBadPlan
+	}
 	ln, err := net.Listen("tcp", c.listen)
 	if err != nil {
 		fmt.Fprintf(stderr, "planrun: worker: --listen %s: %v\n", c.listen, err)
@@ -631,11 +700,82 @@ func worker(c *cli, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	w := &cluster.Worker{Token: tokenOf(c), Version: version, Out: stderr, ConnectTimeout: c.connectTimeout, StopTimeout: c.stopTimeout}
+	w := &cluster.Worker{Token: tokenOf(c), Version: version, Out: stderr, ConnectTimeout: c.connectTimeout, StopTimeout: c.stopTimeout,
+		TLS: tc, Insecure: c.insecure}
 	fmt.Fprintf(stdout, "worker listening on %s\n", ln.Addr())
 	if err := w.Serve(ctx, ln); err != nil {
 		fmt.Fprintf(stderr, "planrun: worker: %v\n", err)
 		return exitRunFailure
 	}
+	return exitOK
+}
+
+// tlsFiles are the control channel's TLS files: the flags, else
+// PLANRUN_TLS_CERT, PLANRUN_TLS_KEY and PLANRUN_TLS_CA.
+func tlsFiles(c *cli) cluster.TLSFiles {
+	f := c.tls
+	for _, e := range []struct {
+		v   *string
+		env string
+	}{{&f.Cert, "PLANRUN_TLS_CERT"}, {&f.Key, "PLANRUN_TLS_KEY"}, {&f.CA, "PLANRUN_TLS_CA"}} {
+		if *e.v == "" {
+			*e.v = os.Getenv(e.env)
+		}
+	}
+	return f
+}
+
+// conductorTLS is the conductor's TLS configuration, nil without files.
+func conductorTLS(c *cli) (*tls.Config, error) {
+	files := tlsFiles(c)
+	if !files.Given() {
+		if files.ServerName != "" {
+			return nil, errors.New("--tls-server-name needs --tls-cert, --tls-key and --tls-ca")
+		}
+		return nil, nil
+	}
+	return cluster.ConductorTLS(files)
+}
+
+// makeCerts writes a CA certificate and the worker's and conductor's
+// certificates and keys into a folder (planrun certs DIR).
+func makeCerts(c *cli, stdout, stderr io.Writer) int {
+	if len(c.args) != 1 {
+		fmt.Fprintf(stderr, "planrun: certs takes one folder: planrun certs DIR [--ip IP]... [--dns NAME]... [--valid D]\n")
+		return exitBadPlan
+	}
+	o := certs.Options{Valid: c.valid}
+	for _, v := range c.ips {
+		if v = strings.TrimSpace(v); v == "" {
+			continue
+		}
+		ip := net.ParseIP(v)
+		if ip == nil {
+			fmt.Fprintf(stderr, "planrun: certs: --ip %q is not an IP address (names go to --dns)\n", v)
+			return exitBadPlan
+		}
+		o.IPs = append(o.IPs, ip)
+	}
+	for _, v := range c.dnsNames {
+		if v = strings.TrimSpace(v); v != "" {
+			o.Names = append(o.Names, v)
+		}
+	}
+	set, err := certs.Generate(o)
+	if err == nil {
+		err = set.Write(c.args[0])
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "planrun: certs: %v\n", err)
+		return exitRunFailure
+	}
+	dir := c.args[0]
+	fmt.Fprintf(stdout, "wrote %s (the CA's key is not kept: run planrun certs again for new certificates)\n", strings.Join([]string{
+		filepath.Join(dir, certs.CAFile), filepath.Join(dir, certs.WorkerCertFile), filepath.Join(dir, certs.WorkerKeyFile),
+		filepath.Join(dir, certs.ConductorCertFile), filepath.Join(dir, certs.ConductorKeyFile)}, ", "))
+	fmt.Fprintf(stdout, "workers:   planrun worker --listen HOST:7070 --tls-cert %s --tls-key %s --tls-ca %s\n",
+		filepath.Join(dir, certs.WorkerCertFile), filepath.Join(dir, certs.WorkerKeyFile), filepath.Join(dir, certs.CAFile))
+	fmt.Fprintf(stdout, "conductor: planrun run --workers HOST:7070,... --tls-cert %s --tls-key %s --tls-ca %s PLAN.yaml\n",
+		filepath.Join(dir, certs.ConductorCertFile), filepath.Join(dir, certs.ConductorKeyFile), filepath.Join(dir, certs.CAFile))
 	return exitOK
 }

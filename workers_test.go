@@ -30,15 +30,15 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// startWorkers starts n worker processes on loopback and returns their
-// addresses and processes.
-func startWorkers(t *testing.T, n int) ([]string, []*exec.Cmd) {
+// startWorkers starts n worker processes on loopback, with env added to
+// their environment, and returns their addresses and processes.
+func startWorkers(t *testing.T, n int, env ...string) ([]string, []*exec.Cmd) {
 	t.Helper()
 	var addrs []string
 	var cmds []*exec.Cmd
 	for range n {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), "PLANRUN_TEST_WORKER_LISTEN=127.0.0.1:0")
+		cmd.Env = append(append(os.Environ(), "PLANRUN_TEST_WORKER_LISTEN=127.0.0.1:0"), env...)
 		out, err := cmd.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -26,6 +27,9 @@ type Conductor struct {
 	Addrs   []string
 	Token   string
 	Version string
+	// TLS, when set, is the control channel's TLS configuration
+	// (ConductorTLS); without it the channel is plain TCP.
+	TLS *tls.Config
 	// File, Source, Set and Env are the plan as the conductor read it.
 	File   string
 	Source []byte
@@ -138,12 +142,17 @@ func (c *Conductor) join(ctx context.Context, w *remote) error {
 		return fmt.Errorf("cannot reach it: %w", err)
 	}
 	w.conn = &countingConn{Conn: conn}
-	w.client = rpc.NewClient(w.conn)
+	rw, err := c.secure(ctx, w.conn, w.addr)
+	if err != nil {
+		_ = conn.Close()
+		return err
+	}
+	w.client = rpc.NewClient(rw)
 	jctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	a := &JoinArgs{Token: c.Token, Version: c.Version, File: c.File, Source: c.Source, Set: c.Set, Env: c.Env, Index: w.index, Count: len(c.Addrs)}
 	if err := w.call(jctx, "Join", a, &w.info); err != nil {
-		return err
+		return c.joinError(err, rw)
 	}
 	off, rtt, err := w.measure(jctx, 5)
 	if err != nil {

@@ -2,7 +2,7 @@ package cluster
 
 import (
 	"context"
-	"crypto/subtle"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -23,7 +23,8 @@ import (
 
 // Worker holds workload shards for one conductor at a time.
 type Worker struct {
-	// Token, when set, must be what the conductor sends at join.
+	// Token is what the conductor must send at join: a conductor that sends
+	// another, or one when the worker has none, is refused.
 	Token   string
 	Version string
 	// Out gets a line per conductor joining and leaving.
@@ -31,6 +32,12 @@ type Worker struct {
 	// ConnectTimeout bounds opening each target, StopTimeout stopping the
 	// shards when a conductor leaves (defaults 60s and 30s).
 	ConnectTimeout, StopTimeout time.Duration
+	// TLS, when set, is the listener's TLS configuration (WorkerTLS):
+	// every conductor must present a certificate its CA signed.
+	TLS *tls.Config
+	// Insecure lets the worker serve plain TCP beyond loopback, with a
+	// warning on every connection; without it, Serve refuses to.
+	Insecure bool
 
 	mu   sync.Mutex
 	busy string // the conductor connected now
@@ -43,6 +50,10 @@ func (w *Worker) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	if w.StopTimeout == 0 {
 		w.StopTimeout = 30 * time.Second
+	}
+	if err := w.checkListener(ln); err != nil {
+		_ = ln.Close()
+		return err
 	}
 	go func() {
 		<-ctx.Done()
@@ -75,6 +86,10 @@ func (w *Worker) logf(format string, args ...any) {
 // serveConn serves one conductor's connection until it closes, then
 // releases what that conductor left running.
 func (w *Worker) serveConn(ctx context.Context, conn net.Conn) {
+	conn, ok := w.secure(ctx, conn, conn.LocalAddr().String())
+	if !ok {
+		return
+	}
 	s := &session{w: w, remote: conn.RemoteAddr().String()}
 	srv := rpc.NewServer()
 	if err := srv.RegisterName(service, s); err != nil {
@@ -130,9 +145,8 @@ var errNotJoined = errors.New("join first")
 
 // Join checks the conductor's token and version and loads its plan.
 func (s *session) Join(a *JoinArgs, r *JoinReply) error {
-	if s.w.Token != "" && subtle.ConstantTimeCompare([]byte(a.Token), []byte(s.w.Token)) != 1 {
-		s.w.logf("worker: refused %s: wrong token", s.remote)
-		return errors.New("the worker refused the token (give the worker's --token or PLANRUN_TOKEN)")
+	if err := s.w.checkToken(a.Token, s.remote); err != nil {
+		return err
 	}
 	if a.Version != s.w.Version {
 		return fmt.Errorf("version mismatch: the conductor is planrun %s, this worker planrun %s; run the same version on both", a.Version, s.w.Version)

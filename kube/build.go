@@ -17,6 +17,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/planrun/planrun/cluster/certs"
 )
 
 // Labels every object carries; cleanup and `kubectl delete -l` use RunLabel.
@@ -30,6 +32,8 @@ const (
 	PlanDir = "/plan"
 	// ReportDir is where the conductor writes its reports inside its pod.
 	ReportDir = "/reports"
+	// TLSDir is where a pod sees its certificates and key from the Secret.
+	TLSDir = "/tls"
 )
 
 // Spec is what the manifests are built from.
@@ -56,11 +60,14 @@ type Spec struct {
 	Deadline int64
 	// ServiceAccount runs the pods under a named service account.
 	ServiceAccount string
+	// Insecure runs the control channel in plain TCP (workers started with
+	// --insecure); by default it is TLS with certificates from the Secret.
+	Insecure bool
 }
 
 // Manifests are the objects of one run, in the order they are created.
 type Manifests struct {
-	Secret    *corev1.Secret // holds no data until Run puts the token in
+	Secret    *corev1.Secret // holds no data until Run puts the token and certificates in
 	ConfigMap *corev1.ConfigMap
 	Service   *corev1.Service
 	Workers   *batchv1.Job
@@ -195,6 +202,32 @@ func Build(s Spec) (*Manifests, error) {
 	n := int32(s.Workers)
 	indexed := batchv1.IndexedCompletion
 
+	// Each pod sees only its own certificate and key, and the CA's
+	// certificate, from the Secret; readable by the pods' group alone.
+	mode := int32(0o440)
+	tlsVolume := func(cert, key string) corev1.Volume {
+		return corev1.Volume{Name: "tls", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName: secretName, DefaultMode: &mode,
+			Items: []corev1.KeyToPath{{Key: certs.CAFile, Path: certs.CAFile}, {Key: cert, Path: cert}, {Key: key, Path: key}},
+		}}}
+	}
+	tlsMount := corev1.VolumeMount{Name: "tls", MountPath: TLSDir, ReadOnly: true}
+	tlsArgs := func(cert, key string) []string {
+		return []string{"--tls-cert", TLSDir + "/" + cert, "--tls-key", TLSDir + "/" + key, "--tls-ca", TLSDir + "/" + certs.CAFile}
+	}
+	workerArgs := []string{"worker", "--listen", fmt.Sprintf(":%d", s.Port)}
+	workerMounts, workerVolumes := []corev1.VolumeMount{tmpMount}, []corev1.Volume{tmp}
+	var conductorTLS []string
+	if s.Insecure {
+		workerArgs = append(workerArgs, "--insecure")
+	} else {
+		workerArgs = append(workerArgs, tlsArgs(certs.WorkerCertFile, certs.WorkerKeyFile)...)
+		workerMounts = append(workerMounts, tlsMount)
+		workerVolumes = append(workerVolumes, tlsVolume(certs.WorkerCertFile, certs.WorkerKeyFile))
+		conductorTLS = tlsArgs(certs.ConductorCertFile, certs.ConductorKeyFile)
+	}
+	podSec := &corev1.PodSecurityContext{FSGroup: &uid}
+
 	m := &Manifests{}
 	m.Secret = &corev1.Secret{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
@@ -253,7 +286,7 @@ func Build(s Spec) (*Manifests, error) {
 						ImagePullPolicy: s.PullPolicy,
 						// The Job controller sets JOB_COMPLETION_INDEX (0..N-1)
 						// in every container; the conductor assigns the shards.
-						Args:  []string{"worker", "--listen", fmt.Sprintf(":%d", s.Port)},
+						Args:  workerArgs,
 						Env:   []corev1.EnvVar{tokenEnv},
 						Ports: []corev1.ContainerPort{{Name: "control", ContainerPort: s.Port, Protocol: corev1.ProtocolTCP}},
 						ReadinessProbe: &corev1.Probe{
@@ -262,15 +295,16 @@ func Build(s Spec) (*Manifests, error) {
 						},
 						Resources:       resources(orDefault(s.WorkerCPU, "2"), orDefault(s.WorkerMemory, "2Gi")),
 						SecurityContext: sec,
-						VolumeMounts:    []corev1.VolumeMount{tmpMount},
+						VolumeMounts:    workerMounts,
 					}},
-					Volumes: []corev1.Volume{tmp},
+					Volumes:         workerVolumes,
+					SecurityContext: podSec,
 				},
 			},
 		},
 	}
 
-	args := []string{"kube", "conduct", "--workers", strings.Join(s.WorkerAddrs(), ","), "--out", ReportDir}
+	args := append([]string{"kube", "conduct", "--workers", strings.Join(s.WorkerAddrs(), ","), "--out", ReportDir}, conductorTLS...)
 	keys := make([]string, 0, len(s.Sets))
 	for k := range s.Sets {
 		keys = append(keys, k)
@@ -319,6 +353,12 @@ func Build(s Spec) (*Manifests, error) {
 				},
 			},
 		},
+	}
+	if !s.Insecure {
+		ps := &m.Conductor.Spec.Template.Spec
+		ps.Containers[0].VolumeMounts = append(ps.Containers[0].VolumeMounts, tlsMount)
+		ps.Volumes = append(ps.Volumes, tlsVolume(certs.ConductorCertFile, certs.ConductorKeyFile))
+		ps.SecurityContext = podSec
 	}
 	return m, nil
 }

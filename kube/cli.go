@@ -37,12 +37,13 @@ const Usage = `planrun kube runs a plan on Kubernetes.
 
 Usage:
   planrun kube run PLAN.yaml --workers N [flags]
-        create the plan's ConfigMap, a token Secret, a headless Service, an
+        create the plan's ConfigMap, a Secret (token, TLS certificates), a headless Service, an
         Indexed Job of N workers and the conductor's Job; wait for the
         workers; stream the conductor's log; write the report to --out;
         delete everything (also on Ctrl-C)
   planrun kube render PLAN.yaml --workers N [flags]
-        print the same objects as YAML (without the token Secret)
+        print the same objects as YAML (without the Secret: the header says
+        how to make it)
   planrun kube unpack [--out DIR] < conductor.log
         write the report a conductor's log carries to DIR
   planrun kube conduct --workers H:P,... [--out DIR] PLAN.yaml [run flags]
@@ -64,6 +65,8 @@ Flags of run and render:
   --service-account SA run the pods as SA
   --deadline D         end the Jobs after D whatever happens (e.g. 2h)
   --ready-timeout D    how long pods may take to start (run; default 5m)
+  --insecure           plain TCP between conductor and workers instead of TLS
+                       with certificates made for the run
 
 The kubeconfig comes from KUBECONFIG, else ~/.kube/config, else the
 in-cluster service account.
@@ -149,6 +152,7 @@ func newFlags(name string, o *options, stderr io.Writer) *flag.FlagSet {
 		return fmt.Errorf("give Always, IfNotPresent or Never")
 	})
 	fs.StringVar(&o.spec.ServiceAccount, "service-account", "", "")
+	fs.BoolVar(&o.spec.Insecure, "insecure", false, "")
 	fs.Var(durationFlag{&o.deadline}, "deadline", "")
 	o.readyTimeout = 5 * time.Minute
 	fs.Var(durationFlag{&o.readyTimeout}, "ready-timeout", "")

@@ -53,7 +53,7 @@ func TestBuildShape(t *testing.T) {
 		t.Errorf("no preferred anti-affinity")
 	}
 	args := strings.Join(m.Conductor.Spec.Template.Spec.Containers[0].Args, " ")
-	want := "kube conduct --workers planrun-t1-worker-0.planrun-t1.load.svc:7070,planrun-t1-worker-1.planrun-t1.load.svc:7070,planrun-t1-worker-2.planrun-t1.load.svc:7070 --out /reports --set clients=300 --set rate=5000 /plan/cold_read.yaml"
+	want := "kube conduct --workers planrun-t1-worker-0.planrun-t1.load.svc:7070,planrun-t1-worker-1.planrun-t1.load.svc:7070,planrun-t1-worker-2.planrun-t1.load.svc:7070 --out /reports --tls-cert /tls/conductor.crt --tls-key /tls/conductor.key --tls-ca /tls/ca.crt --set clients=300 --set rate=5000 /plan/cold_read.yaml"
 	if args != want {
 		t.Errorf("conductor args\n got %s\nwant %s", args, want)
 	}

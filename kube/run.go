@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"strings"
 	"time"
 
@@ -17,6 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	batchclient "k8s.io/client-go/kubernetes/typed/batch/v1"
 	coreclient "k8s.io/client-go/kubernetes/typed/core/v1"
+
+	"github.com/planrun/planrun/cluster/certs"
 )
 
 // Client is what Run needs of the API: the core and batch groups only.
@@ -44,7 +47,10 @@ type Runner struct {
 }
 
 // Prepare builds the objects Run creates: Build's, with a fresh random
-// token in the Secret.
+// token in the Secret and, unless s.Insecure, fresh certificates: the
+// CA's certificate, the workers' certificate and key and the conductor's
+// (certs.Generate). The CA's key signs them and is forgotten; it is in no
+// object.
 func Prepare(s Spec) (*Manifests, error) {
 	m, err := Build(s)
 	if err != nil {
@@ -55,6 +61,13 @@ func Prepare(s Spec) (*Manifests, error) {
 		return nil, err
 	}
 	m.Secret.Data = map[string][]byte{TokenKey: []byte(hex.EncodeToString(b))}
+	if !s.Insecure {
+		set, err := certs.Generate(certs.Options{})
+		if err != nil {
+			return nil, fmt.Errorf("making the control channel's certificates: %w", err)
+		}
+		maps.Copy(m.Secret.Data, set.Files())
+	}
 	return m, nil
 }
 
