@@ -69,6 +69,16 @@ func (p *payload) contains(s string) bool {
 	return false
 }
 
+// startsWith reports whether every stream begins with prefix.
+func (p *payload) startsWith(prefix []byte) bool {
+	for _, b := range p.streams {
+		if !bytes.HasPrefix(b.Bytes(), prefix) {
+			return false
+		}
+	}
+	return len(p.streams) > 0
+}
+
 // tcpPayload reads a pcap file of Ethernet frames (tcpdump -w) and gathers
 // the TCP payload of its IPv4 packets by direction.
 func tcpPayload(data []byte) (*payload, error) {

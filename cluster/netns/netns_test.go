@@ -125,12 +125,27 @@ func TestWorkersAcrossNetworkNamespaces(t *testing.T) {
 	kh := n.add("kafka")
 	n.kafka = kh.ip + ":9092"
 	n.start(t, kh, "kfake", []string{kfakeEnv + "=" + n.kafka}, "kfake listening on", os.Args[0], "-test.run=^$")
+	var ips []string
 	for i := range 3 {
-		n.workers = append(n.workers, n.add(fmt.Sprintf("w%d", i)))
+		h := n.add(fmt.Sprintf("w%d", i))
+		n.workers = append(n.workers, h)
+		ips = append(ips, "--ip", h.ip)
 	}
+	// The control channel's certificates, as a user makes them.
+	certs := filepath.Join(n.dir, "certs")
+	if out, err := exec.CommandContext(ctx, n.bin, append([]string{"certs", certs}, ips...)...).CombinedOutput(); err != nil {
+		t.Fatalf("planrun certs: %v\n%s", err, out)
+	}
+	tlsFlags := func(side string) []string {
+		return []string{"--tls-cert", filepath.Join(certs, side+".crt"), "--tls-key", filepath.Join(certs, side+".key"), "--tls-ca", filepath.Join(certs, "ca.crt")}
+	}
+	workerTLS, conductorTLS := tlsFlags("worker"), tlsFlags("conductor")
 
+	// The same run in plain TCP and in TLS, each with a capture of worker
+	// 0's control connection on its namespace's link: the plan's secret and
+	// the token cross the network readable in the first, not in the second.
 	t.Run("plain", func(t *testing.T) {
-		addrs := n.startWorkers(t, nil)
+		addrs := n.startWorkers(t, []string{"--insecure"})
 		stop := n.capture(t, n.workers[0])
 		r := n.conduct(t, addrs, nil)
 		payload := stop()
@@ -142,10 +157,27 @@ func TestWorkersAcrossNetworkNamespaces(t *testing.T) {
 		}
 	})
 
+	t.Run("tls", func(t *testing.T) {
+		addrs := n.startWorkers(t, workerTLS)
+		stop := n.capture(t, n.workers[0])
+		r := n.conduct(t, addrs, conductorTLS)
+		payload := stop()
+		n.checkCounts(t, r)
+		for what, s := range map[string]string{"token": n.token, "MQTT password": n.password} {
+			if payload.contains(s) {
+				t.Errorf("the TLS capture of worker 0's control connection holds the %s", what)
+			}
+		}
+		// Each direction opens with a TLS handshake record (22, version 3.x).
+		if !payload.startsWith([]byte{0x16, 0x03}) {
+			t.Errorf("the capture does not open with TLS handshakes: %d streams", len(payload.streams))
+		}
+	})
+
 	t.Run("delay", func(t *testing.T) {
-		addrs := n.startWorkers(t, nil)
+		addrs := n.startWorkers(t, workerTLS)
 		addrs[1] = delayed(t, addrs[1], 50*time.Millisecond)
-		r := n.conduct(t, addrs, nil)
+		r := n.conduct(t, addrs, conductorTLS)
 		n.checkCounts(t, r)
 		ws := r.res.Runs[0].Workers
 		if len(ws) != 3 {
@@ -167,9 +199,9 @@ func TestWorkersAcrossNetworkNamespaces(t *testing.T) {
 	})
 
 	t.Run("link cut", func(t *testing.T) {
-		addrs := n.startWorkers(t, nil)
+		addrs := n.startWorkers(t, workerTLS)
 		var cut time.Time
-		r := n.conductWhile(t, addrs, []string{"--set", "count=100000000"}, func(ctx context.Context, out string) {
+		r := n.conductWhile(t, addrs, append([]string{"--set", "count=100000000"}, conductorTLS...), func(ctx context.Context, out string) {
 			if waitFile(t, ctx, filepath.Join(out, "netns.series.jsonl")) {
 				// Up again before the processes end, so that their
 				// connections close at once rather than keep the
