@@ -228,15 +228,16 @@ func (p *proc) stop() {
 
 // watch keeps a process's output and says when a line with ready came.
 type watch struct {
-	mu    sync.Mutex
-	buf   bytes.Buffer
-	want  []byte
-	ready chan struct{}
-	seen  bool
+	mu      sync.Mutex
+	buf     bytes.Buffer
+	want    []byte
+	ready   chan struct{}
+	seen    bool
+	changed chan struct{} // closed at the next write
 }
 
 func newWatch(ready string) *watch {
-	return &watch{want: []byte(ready), ready: make(chan struct{})}
+	return &watch{want: []byte(ready), ready: make(chan struct{}), changed: make(chan struct{})}
 }
 
 func (w *watch) Write(b []byte) (int, error) {
@@ -247,7 +248,26 @@ func (w *watch) Write(b []byte) (int, error) {
 		w.seen = true
 		close(w.ready)
 	}
+	close(w.changed)
+	w.changed = make(chan struct{})
 	return len(b), nil
+}
+
+// await waits until the output matches re, or ctx ends.
+func (w *watch) await(ctx context.Context, re *regexp.Regexp) bool {
+	for {
+		w.mu.Lock()
+		ok, changed := re.Match(w.buf.Bytes()), w.changed
+		w.mu.Unlock()
+		if ok {
+			return true
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return false
+		}
+	}
 }
 
 func (w *watch) String() string {

@@ -9,18 +9,21 @@ package netns_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/IBM/sarama"
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/planrun/planrun/engine/enginetest"
@@ -145,7 +148,7 @@ func TestWorkersAcrossNetworkNamespaces(t *testing.T) {
 	// 0's control connection on its namespace's link: the plan's secret and
 	// the token cross the network readable in the first, not in the second.
 	t.Run("plain", func(t *testing.T) {
-		addrs := n.startWorkers(t, []string{"--insecure"})
+		addrs, _ := n.startWorkers(t, []string{"--insecure"})
 		stop := n.capture(t, n.workers[0])
 		r := n.conduct(t, addrs, nil)
 		payload := stop()
@@ -158,7 +161,7 @@ func TestWorkersAcrossNetworkNamespaces(t *testing.T) {
 	})
 
 	t.Run("tls", func(t *testing.T) {
-		addrs := n.startWorkers(t, workerTLS)
+		addrs, _ := n.startWorkers(t, workerTLS)
 		stop := n.capture(t, n.workers[0])
 		r := n.conduct(t, addrs, conductorTLS)
 		payload := stop()
@@ -175,7 +178,7 @@ func TestWorkersAcrossNetworkNamespaces(t *testing.T) {
 	})
 
 	t.Run("delay", func(t *testing.T) {
-		addrs := n.startWorkers(t, workerTLS)
+		addrs, _ := n.startWorkers(t, workerTLS)
 		addrs[1] = delayed(t, addrs[1], 50*time.Millisecond)
 		r := n.conduct(t, addrs, conductorTLS)
 		n.checkCounts(t, r)
@@ -199,7 +202,7 @@ func TestWorkersAcrossNetworkNamespaces(t *testing.T) {
 	})
 
 	t.Run("link cut", func(t *testing.T) {
-		addrs := n.startWorkers(t, workerTLS)
+		addrs, workers := n.startWorkers(t, workerTLS)
 		var cut time.Time
 		r := n.conductWhile(t, addrs, append([]string{"--set", "count=100000000"}, conductorTLS...), func(ctx context.Context, out string) {
 			if waitFile(t, ctx, filepath.Join(out, "netns.series.jsonl")) {
@@ -231,6 +234,15 @@ func TestWorkersAcrossNetworkNamespaces(t *testing.T) {
 		}
 		if m := r.res.Runs[0].Metrics.Workloads; m["fleet"].Acked == 0 || m["orders"].Acked == 0 {
 			t.Errorf("the report lost what was measured before the cut: fleet acked %d, orders acked %d", m["fleet"].Acked, m["orders"].Acked)
+		}
+		// The workers the conductor still reached were released.
+		left := regexp.MustCompile(`conductor ` + regexp.QuoteMeta(n.net+".1") + `:\d+ left`)
+		ctx, cancel := context.WithTimeout(n.ctx, 10*time.Second)
+		defer cancel()
+		for _, i := range []int{0, 2} {
+			if !workers[i].out.await(ctx, left) {
+				t.Errorf("worker %d was not released within 10 s of the run's end:\n%s", i, workers[i].out)
+			}
 		}
 	})
 }
@@ -286,11 +298,42 @@ func (n *network) mqttReceived(t *testing.T) int64 {
 	return v
 }
 
+// kafkaRecords is the sum of the end offsets of the plan's topic on the
+// Kafka broker (0 before the plan creates it).
+func (n *network) kafkaRecords(t *testing.T) int64 {
+	t.Helper()
+	cfg := sarama.NewConfig()
+	cfg.Version = sarama.V2_8_0_0
+	cfg.Net.DialTimeout, cfg.Net.ReadTimeout, cfg.Net.WriteTimeout = 5*time.Second, 5*time.Second, 5*time.Second
+	client, err := sarama.NewClient([]string{n.kafka}, cfg)
+	if err != nil {
+		t.Fatalf("kafka: %v", err)
+	}
+	defer client.Close()
+	parts, err := client.Partitions("orders")
+	if errors.Is(err, sarama.ErrUnknownTopicOrPartition) {
+		return 0
+	}
+	if err != nil {
+		t.Fatalf("kafka: partitions of orders: %v", err)
+	}
+	var sum int64
+	for _, p := range parts {
+		end, err := client.GetOffset("orders", p, sarama.OffsetNewest)
+		if err != nil {
+			t.Fatalf("kafka: end of orders/%d: %v", p, err)
+		}
+		sum += end
+	}
+	return sum
+}
+
 // startWorkers starts planrun worker in each worker namespace on its own
 // address; they end with the subtest.
-func (n *network) startWorkers(t *testing.T, flags []string) []string {
+func (n *network) startWorkers(t *testing.T, flags []string) ([]string, []*proc) {
 	t.Helper()
 	var addrs []string
+	var procs []*proc
 	for _, h := range n.workers {
 		addr := fmt.Sprintf("%s:%d", h.ip, controlPort)
 		argv := append([]string{n.bin, "worker", "--listen", addr, "--token", n.token}, flags...)
@@ -301,8 +344,9 @@ func (n *network) startWorkers(t *testing.T, flags []string) []string {
 			}
 		})
 		addrs = append(addrs, addr)
+		procs = append(procs, p)
 	}
-	return addrs
+	return addrs, procs
 }
 
 // runResult is one conductor run: its exit code, output and result.
@@ -313,6 +357,7 @@ type runResult struct {
 	ended          time.Time
 	mqttReceived   int64 // PUBLISH packets mosquitto received during the run
 	mqttReceivedOK bool
+	kafkaRecords   int64 // records the Kafka broker took during the run
 }
 
 // conduct runs the plan with planrun run --workers in the root namespace.
@@ -325,7 +370,7 @@ func (n *network) conduct(t *testing.T, addrs, flags []string) *runResult {
 // while the run goes on; during's context ends with the run.
 func (n *network) conductWhile(t *testing.T, addrs, flags []string, during func(ctx context.Context, out string)) *runResult {
 	t.Helper()
-	before := n.mqttReceived(t)
+	before, kafkaBefore := n.mqttReceived(t), n.kafkaRecords(t)
 	out := t.TempDir()
 	ctx, cancel := context.WithTimeout(n.ctx, 3*time.Minute)
 	defer cancel()
@@ -370,6 +415,7 @@ func (n *network) conductWhile(t *testing.T, addrs, flags []string, during func(
 	if r.code == 0 {
 		r.mqttReceived, r.mqttReceivedOK = n.awaitMQTTReceived(t, before+count)
 		r.mqttReceived -= before
+		r.kafkaRecords = n.kafkaRecords(t) - kafkaBefore
 	}
 	return r
 }
@@ -408,6 +454,11 @@ func (n *network) checkCounts(t *testing.T, r *runResult) {
 		if st.received != count || st.lost != 0 || st.dups != 0 {
 			t.Errorf("%s: received %d, lost %d, duplicates %d: want %d, 0, 0", name, st.received, st.lost, st.dups, count)
 		}
+	}
+	t.Logf("fleet acked %d, sink received %d, mosquitto received %d PUBLISH packets; orders acked %d, readers received %d, the topic grew by %d records",
+		fleet.Acked, sink.Received, r.mqttReceived, orders.Acked, readers.Received, r.kafkaRecords)
+	if r.kafkaRecords != orders.Acked {
+		t.Errorf("the Kafka broker's partitions grew by %d records during the run, the producer acked %d", r.kafkaRecords, orders.Acked)
 	}
 	if !r.mqttReceivedOK {
 		t.Errorf("mosquitto received %d PUBLISH packets during the run, the fleet acked %d", r.mqttReceived, fleet.Acked)
