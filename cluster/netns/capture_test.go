@@ -16,11 +16,13 @@ import (
 
 // capture records the control connections of the worker in h with tcpdump
 // on its namespace's link (eth0), from now until the returned function is
-// called; that function returns what the connections carried.
+// called; that function returns what the connections carried. tcpdump
+// keeps root (-Z root): dropping it would clear the signal that ends it
+// with the test process.
 func (n *network) capture(t *testing.T, h *host) func() *payload {
 	t.Helper()
 	file := filepath.Join(n.dir, strings.ReplaceAll(t.Name(), "/", "-")+".pcap")
-	p := n.start(t, h, "tcpdump", nil, "listening on", "tcpdump", "-i", "eth0", "-n", "--immediate-mode", "-U", "-s", "0", "-w", file,
+	p := n.start(t, h, "tcpdump", nil, "listening on", "tcpdump", "-i", "eth0", "-Z", "root", "-n", "--immediate-mode", "-U", "-s", "0", "-w", file,
 		"tcp", "port", fmt.Sprint(controlPort))
 	return func() *payload {
 		t.Helper()
