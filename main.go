@@ -10,6 +10,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -132,10 +133,8 @@ type cli struct {
 	floors                      []string // compare --floor
 	args                        []string
 
-	tls           cluster.TLSFiles // --tls-cert, --tls-key, --tls-ca, --tls-server-name
-	insecure      bool             // worker --insecure
-	ips, dnsNames []string         // certs --ip, --dns
-	valid         time.Duration    // certs --valid
+	tls      cluster.TLSFiles // --tls-cert, --tls-key, --tls-ca, --tls-server-name
+	insecure bool             // worker --insecure
 }
 
 func parseArgs(args []string) (*cli, error) {
@@ -203,7 +202,7 @@ func parseArgs(args []string) (*cli, error) {
 			default:
 				c.listen = v
 			}
-		case "--tls-cert", "-tls-cert", "--tls-key", "-tls-key", "--tls-ca", "-tls-ca", "--tls-server-name", "-tls-server-name", "--ip", "-ip", "--dns", "-dns":
+		case "--tls-cert", "-tls-cert", "--tls-key", "-tls-key", "--tls-ca", "-tls-ca", "--tls-server-name", "-tls-server-name":
 			v, err := next()
 			if err != nil {
 				return nil, err
@@ -215,23 +214,9 @@ func parseArgs(args []string) (*cli, error) {
 				c.tls.Key = v
 			case "tls-ca":
 				c.tls.CA = v
-			case "tls-server-name":
-				c.tls.ServerName = v
-			case "ip":
-				c.ips = append(c.ips, strings.Split(v, ",")...)
 			default:
-				c.dnsNames = append(c.dnsNames, strings.Split(v, ",")...)
+				c.tls.ServerName = v
 			}
-		case "--valid", "-valid":
-			v, err := next()
-			if err != nil {
-				return nil, err
-			}
-			d, err := yamldecode.ParseDuration(v)
-			if err != nil || d <= 0 {
-				return nil, fmt.Errorf("--valid %q: give a duration such as 30d or 8760h", v)
-			}
-			c.valid = d
 		case "--insecure", "-insecure":
 			c.insecure = true
 		case "--readme", "-readme":
@@ -272,7 +257,7 @@ func parseArgs(args []string) (*cli, error) {
 	if c.cmd == "" {
 		if len(c.args) > 0 {
 			switch c.args[0] {
-			case "run", "validate", "version", "report", "compare", "explain", "schema", "help", "worker", "certs":
+			case "run", "validate", "version", "report", "compare", "explain", "schema", "help", "worker":
 				c.cmd, c.args = c.args[0], c.args[1:]
 			}
 		}
@@ -286,6 +271,9 @@ func parseArgs(args []string) (*cli, error) {
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "kube" {
 		return kube.Main(args[1:], stdout, stderr)
+	}
+	if len(args) > 0 && args[0] == "certs" {
+		return makeCerts(args[1:], stdout, stderr)
 	}
 	c, err := parseArgs(args)
 	if err != nil {
@@ -311,8 +299,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return schema(stdout, stderr)
 	case "worker":
 		return worker(c, stdout, stderr)
-	case "certs":
-		return makeCerts(c, stdout, stderr)
 	}
 	if len(c.args) != 1 {
 		fmt.Fprintf(stderr, "planrun: run takes one plan file\n\n%s", usage)
@@ -703,6 +689,12 @@ func worker(c *cli, stdout, stderr io.Writer) int {
 	w := &cluster.Worker{Token: tokenOf(c), Version: version, Out: stderr, ConnectTimeout: c.connectTimeout, StopTimeout: c.stopTimeout,
 		TLS: tc, Insecure: c.insecure}
 	fmt.Fprintf(stdout, "worker listening on %s\n", ln.Addr())
+	switch {
+	case tc != nil:
+		fmt.Fprintf(stderr, "worker: TLS 1.3; a conductor needs a client certificate signed by %s\n", files.CA)
+	case !cluster.Loopback(ln.Addr().String()):
+		fmt.Fprintf(stderr, "worker: WARNING: plain TCP beyond loopback (--insecure): the plan, its secrets and the token cross the network readable\n")
+	}
 	if err := w.Serve(ctx, ln); err != nil {
 		fmt.Fprintf(stderr, "planrun: worker: %v\n", err)
 		return exitRunFailure
@@ -738,44 +730,67 @@ func conductorTLS(c *cli) (*tls.Config, error) {
 }
 
 // makeCerts writes a CA certificate and the worker's and conductor's
-// certificates and keys into a folder (planrun certs DIR).
-func makeCerts(c *cli, stdout, stderr io.Writer) int {
-	if len(c.args) != 1 {
-		fmt.Fprintf(stderr, "planrun: certs takes one folder: planrun certs DIR [--ip IP]... [--dns NAME]... [--valid D]\n")
-		return exitBadPlan
-	}
-	o := certs.Options{Valid: c.valid}
-	for _, v := range c.ips {
-		if v = strings.TrimSpace(v); v == "" {
-			continue
+// certificates and keys into a folder: planrun certs DIR [--ip IP]...
+// [--dns NAME]... [--valid D], flags before or after DIR.
+func makeCerts(args []string, stdout, stderr io.Writer) int {
+	const use = "planrun certs DIR [--ip IP]... [--dns NAME]... [--valid D]"
+	fs := flag.NewFlagSet("planrun certs", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var o certs.Options
+	fs.Func("ip", "", func(v string) error {
+		for _, a := range strings.Split(v, ",") {
+			ip := net.ParseIP(strings.TrimSpace(a))
+			if ip == nil {
+				return fmt.Errorf("%q is not an IP address (names go to --dns)", a)
+			}
+			o.IPs = append(o.IPs, ip)
 		}
-		ip := net.ParseIP(v)
-		if ip == nil {
-			fmt.Fprintf(stderr, "planrun: certs: --ip %q is not an IP address (names go to --dns)\n", v)
+		return nil
+	})
+	fs.Func("dns", "", func(v string) error {
+		for _, n := range strings.Split(v, ",") {
+			if n = strings.TrimSpace(n); n != "" {
+				o.Names = append(o.Names, n)
+			}
+		}
+		return nil
+	})
+	fs.Func("valid", "", func(v string) (err error) {
+		if o.Valid, err = yamldecode.ParseDuration(v); err != nil || o.Valid <= 0 {
+			return fmt.Errorf("give a duration such as 30d or 8760h")
+		}
+		return nil
+	})
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			fmt.Fprintf(stderr, "planrun: certs: %v\nusage: %s\n", err, use)
 			return exitBadPlan
 		}
-		o.IPs = append(o.IPs, ip)
-	}
-	for _, v := range c.dnsNames {
-		if v = strings.TrimSpace(v); v != "" {
-			o.Names = append(o.Names, v)
+		if fs.NArg() == 0 {
+			break
 		}
+		pos, args = append(pos, fs.Arg(0)), fs.Args()[1:]
 	}
+	if len(pos) != 1 {
+		fmt.Fprintf(stderr, "planrun: certs takes one folder: %s\n", use)
+		return exitBadPlan
+	}
+	dir := pos[0]
 	set, err := certs.Generate(o)
 	if err == nil {
-		err = set.Write(c.args[0])
+		err = set.Write(dir)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "planrun: certs: %v\n", err)
 		return exitRunFailure
 	}
-	dir := c.args[0]
-	fmt.Fprintf(stdout, "wrote %s (the CA's key is not kept: run planrun certs again for new certificates)\n", strings.Join([]string{
-		filepath.Join(dir, certs.CAFile), filepath.Join(dir, certs.WorkerCertFile), filepath.Join(dir, certs.WorkerKeyFile),
-		filepath.Join(dir, certs.ConductorCertFile), filepath.Join(dir, certs.ConductorKeyFile)}, ", "))
+	p := func(name string) string { return filepath.Join(dir, name) }
+	fmt.Fprintf(stdout, "wrote %s, %s, %s, %s, %s (the CA's key is not kept: run planrun certs again for new certificates)\n",
+		p(certs.CAFile), p(certs.WorkerCertFile), p(certs.WorkerKeyFile), p(certs.ConductorCertFile), p(certs.ConductorKeyFile))
 	fmt.Fprintf(stdout, "workers:   planrun worker --listen HOST:7070 --tls-cert %s --tls-key %s --tls-ca %s\n",
-		filepath.Join(dir, certs.WorkerCertFile), filepath.Join(dir, certs.WorkerKeyFile), filepath.Join(dir, certs.CAFile))
+		p(certs.WorkerCertFile), p(certs.WorkerKeyFile), p(certs.CAFile))
 	fmt.Fprintf(stdout, "conductor: planrun run --workers HOST:7070,... --tls-cert %s --tls-key %s --tls-ca %s PLAN.yaml\n",
-		filepath.Join(dir, certs.ConductorCertFile), filepath.Join(dir, certs.ConductorKeyFile), filepath.Join(dir, certs.CAFile))
+		p(certs.ConductorCertFile), p(certs.ConductorKeyFile), p(certs.CAFile))
 	return exitOK
 }

@@ -80,6 +80,14 @@ func TestWorkerRefusesPlainListenBeyondLoopback(t *testing.T) {
 		t.Errorf("--tls-cert alone: exit %d, stderr %q", code, errOut.String())
 	}
 	errOut.Reset()
+	file := filepath.Join(t.TempDir(), "fleet.yaml")
+	if err := os.WriteFile(file, []byte(fleetPlan), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code := run([]string{"run", "--workers", "127.0.0.1:1", "--tls-server-name", "w1", "--out", t.TempDir(), file}, io.Discard, &errOut); code != exitBadPlan || !strings.Contains(errOut.String(), "--tls-server-name needs") {
+		t.Errorf("--tls-server-name alone: exit %d, stderr %q", code, errOut.String())
+	}
+	errOut.Reset()
 	if code := run([]string{"certs", t.TempDir(), "--ip", "worker-1"}, io.Discard, &errOut); code != exitBadPlan || !strings.Contains(errOut.String(), "--dns") {
 		t.Errorf("certs --ip with a name: exit %d, stderr %q", code, errOut.String())
 	}

@@ -117,10 +117,10 @@ const handshakeTimeout = 10 * time.Second
 // plain connection (with a warning on its first bytes beyond loopback).
 // A failed handshake is logged, unless the peer sent nothing (a port
 // probe), and the connection closed.
-func (w *Worker) secure(ctx context.Context, conn net.Conn, local string) (net.Conn, bool) {
+func (w *Worker) secure(ctx context.Context, conn net.Conn) (net.Conn, bool) {
 	remote := conn.RemoteAddr().String()
 	if w.TLS == nil {
-		if Loopback(local) {
+		if Loopback(conn.LocalAddr().String()) {
 			return conn, true
 		}
 		return &firstRead{Conn: conn, fn: func() {
@@ -132,7 +132,7 @@ func (w *Worker) secure(ctx context.Context, conn net.Conn, local string) (net.C
 	defer cancel()
 	if err := tc.HandshakeContext(hctx); err != nil {
 		_ = conn.Close()
-		if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+		if !closedByPeer(err) {
 			w.logf("worker: refused %s: TLS handshake: %v%s", remote, err, workerHint(err))
 		}
 		return nil, false

@@ -337,3 +337,73 @@ func TestTLSFilesIncomplete(t *testing.T) {
 		t.Errorf("conductor config: min version %x, server name %q", c.MinVersion, c.ServerName)
 	}
 }
+
+// tapListener records every byte its connections read and write.
+type tapListener struct {
+	net.Listener
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (l *tapListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &tapConn{Conn: c, l: l}, nil
+}
+
+func (l *tapListener) bytes() []byte {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]byte(nil), l.buf...)
+}
+
+type tapConn struct {
+	net.Conn
+	l *tapListener
+}
+
+func (c *tapConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	c.l.mu.Lock()
+	c.l.buf = append(c.l.buf, b[:n]...)
+	c.l.mu.Unlock()
+	return n, err
+}
+
+func (c *tapConn) Write(b []byte) (int, error) {
+	c.l.mu.Lock()
+	c.l.buf = append(c.l.buf, b...)
+	c.l.mu.Unlock()
+	return c.Conn.Write(b)
+}
+
+// TestTLSHidesTokenAndPlan: what crosses the wire during a join over TLS
+// holds neither the token nor the plan's text; over plain TCP it holds
+// both (so the capture would see them).
+func TestTLSHidesTokenAndPlan(t *testing.T) {
+	wf, cf := certDir(t, certs.Options{})
+	const token = "tok-4f1c9a77e2"
+	for _, secure := range []bool{true, false} {
+		var tap *tapListener
+		w := &Worker{Version: "v", Out: &syncBuffer{}, Token: token}
+		var ctc *tls.Config
+		if secure {
+			w.TLS, ctc = mustTLS(t, WorkerTLS, wf), mustTLS(t, ConductorTLS, cf)
+		}
+		addr := serve(t, w, func(ln net.Listener) net.Listener { tap = &tapListener{Listener: ln}; return tap })
+		if err := join(t, addr, token, ctc); err != nil {
+			t.Fatal(err)
+		}
+		wire := string(tap.bytes())
+		if len(wire) < len(joinPlan) {
+			t.Fatalf("captured %d bytes", len(wire))
+		}
+		for _, s := range []string{token, "produce: { topic: t, rate: 10, count: 10 }"} {
+			if strings.Contains(wire, s) != !secure {
+				t.Errorf("TLS %v: %q on the wire: %v", secure, s, strings.Contains(wire, s))
+			}
+		}
+	}
+}

@@ -29,15 +29,15 @@ type Worker struct {
 	Version string
 	// Out gets a line per conductor joining and leaving.
 	Out io.Writer
-	// ConnectTimeout bounds opening each target, StopTimeout stopping the
-	// shards when a conductor leaves (defaults 60s and 30s).
-	ConnectTimeout, StopTimeout time.Duration
 	// TLS, when set, is the listener's TLS configuration (WorkerTLS):
 	// every conductor must present a certificate its CA signed.
 	TLS *tls.Config
 	// Insecure lets the worker serve plain TCP beyond loopback, with a
 	// warning on every connection; without it, Serve refuses to.
 	Insecure bool
+	// ConnectTimeout bounds opening each target, StopTimeout stopping the
+	// shards when a conductor leaves (defaults 60s and 30s).
+	ConnectTimeout, StopTimeout time.Duration
 
 	mu   sync.Mutex
 	busy string // the conductor connected now
@@ -45,15 +45,15 @@ type Worker struct {
 
 // Serve accepts conductors on ln until ctx ends.
 func (w *Worker) Serve(ctx context.Context, ln net.Listener) error {
+	if err := w.checkListener(ln); err != nil {
+		_ = ln.Close()
+		return err
+	}
 	if w.ConnectTimeout == 0 {
 		w.ConnectTimeout = 60 * time.Second
 	}
 	if w.StopTimeout == 0 {
 		w.StopTimeout = 30 * time.Second
-	}
-	if err := w.checkListener(ln); err != nil {
-		_ = ln.Close()
-		return err
 	}
 	go func() {
 		<-ctx.Done()
@@ -72,7 +72,9 @@ func (w *Worker) Serve(ctx context.Context, ln net.Listener) error {
 		conns.Add(1)
 		go func() {
 			defer conns.Done()
-			w.serveConn(ctx, conn)
+			if conn, ok := w.secure(ctx, conn); ok {
+				w.serveConn(ctx, conn)
+			}
 		}()
 	}
 }
@@ -86,10 +88,6 @@ func (w *Worker) logf(format string, args ...any) {
 // serveConn serves one conductor's connection until it closes, then
 // releases what that conductor left running.
 func (w *Worker) serveConn(ctx context.Context, conn net.Conn) {
-	conn, ok := w.secure(ctx, conn, conn.LocalAddr().String())
-	if !ok {
-		return
-	}
 	s := &session{w: w, remote: conn.RemoteAddr().String()}
 	srv := rpc.NewServer()
 	if err := srv.RegisterName(service, s); err != nil {
