@@ -11,7 +11,9 @@
 #   nats-server 2.9    NATS   127.0.0.1:14222  (JetStream; monitoring on 127.0.0.1:18222)
 #
 # and installs prometheus-node-exporter, which a collector test starts on a
-# port of its own.
+# port of its own, and iproute2 and tcpdump, with which the workers' test
+# across network namespaces (cluster/netns) builds its own network and
+# captures its control traffic.
 #
 # Run as root on Debian 12. Idempotent: a service whose port already answers
 # is left alone. Everything it says goes to stderr; stdout carries only the
@@ -168,7 +170,7 @@ fi
 [[ $(id -u) == 0 ]] || die "run as root (it installs packages)"
 
 install_packages() {
-	local pkgs=(mosquitto mosquitto-clients redis-server activemq libmqtt-client-java prometheus-node-exporter rabbitmq-server) missing=() p
+	local pkgs=(mosquitto mosquitto-clients redis-server activemq libmqtt-client-java prometheus-node-exporter rabbitmq-server iproute2 tcpdump) missing=() p
 	for p in "${pkgs[@]}"; do
 		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 	done

@@ -75,6 +75,7 @@ func (s *Source) Instance(combo []KV) (*Plan, error) {
 	}
 	d := yamldecode.NewDecoder(s.File, vars)
 	d.Errs = errs
+	d.LookupEnv = s.lookupEnv
 	p := &Plan{Source: s, Combination: combo, Vars: vars, Progress: 5 * time.Second}
 	p.Scope = expr.NewScope(vars)
 	d.Context = p.Scope

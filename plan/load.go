@@ -40,6 +40,9 @@ type Source struct {
 	// its workers: key; empty: the plan runs in this process.
 	Workers []string
 	formats []string // report formats the binary offers (nil: not checked)
+	// lookupEnv resolves ${env:NAME} in every matrix instance as in vars:
+	// (nil: the process environment).
+	lookupEnv func(string) (string, bool)
 }
 
 // MatrixVar is one matrix variable and its values, in file order.
@@ -279,6 +282,7 @@ func parseSource(file string, data []byte, opts Options) (*Source, *yamldecode.E
 	d := yamldecode.NewDecoder(file, nil)
 	d.Errs = errs
 	d.LookupEnv = opts.LookupEnv
+	s.lookupEnv = opts.LookupEnv
 	// Variables may use the environment and the variables above them.
 	d.Vars = s.Vars
 	d.Mapping(s.keys["vars"], "vars", func(name string, k, v *yaml.Node) {

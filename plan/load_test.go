@@ -144,6 +144,20 @@ func TestEnvInterpolation(t *testing.T) {
 	}
 }
 
+// ${env:NAME} outside vars: reads the lookup given too, not the process
+// environment: a worker decodes the plan with the conductor's environment.
+func TestEnvInterpolationOutsideVars(t *testing.T) {
+	y := strings.Replace(good, "threads: 2", `threads: "${env:PLANRUN_TEST_NOT_IN_THE_ENVIRONMENT}"`, 1)
+	env := func(k string) (string, bool) { return "5", k == "PLANRUN_TEST_NOT_IN_THE_ENVIRONMENT" }
+	_, plans, err := plan.Parse("plan.yaml", []byte(y), plan.Options{LookupEnv: env})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := plans[0].Workloads[0].Section.(*workloads.ProduceSection).Spec.Threads; n != 5 {
+		t.Errorf("threads %d, want 5 from the lookup", n)
+	}
+}
+
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(good))
 	f.Add([]byte("name: x\nsteps: [{sleep: 1s}]\n"))

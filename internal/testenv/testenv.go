@@ -44,3 +44,12 @@ func missing(t testing.TB, what, fix string) {
 	}
 	t.Skipf("%s (%s)", what, fix)
 }
+
+// Root makes sure the test runs as root, which network namespaces and
+// packet captures need. Otherwise the test skips, or fails under CI.
+func Root(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		missing(t, "the test needs root", "run it as root, as CI does")
+	}
+}
