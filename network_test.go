@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -167,5 +169,55 @@ func checkNetworkFaults(t *testing.T, run results.Run, consume, cut bool) {
 	}
 	if !strings.Contains(table.String(), "network fault (link cut)") {
 		t.Errorf("the Events table has no row for the cut:\n%s", table.String())
+	}
+}
+
+// plans/mqtt-degraded-link.yaml on its embedded default, scaled down: the
+// latency phase's send and end-to-end p99 are at least the latency the
+// plan injects, the cut opens an outage that ends, and the subscriber's
+// persistent session loses nothing.
+func TestMQTTDegradedLinkPlan(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end run")
+	}
+	out := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"-q", "--out", out, "--set", "clients=10", "--set", "warm=2s", "--set", "fault=2s", "--set", "cut=1s",
+		"--set", "after=1s", "--set", "bandwidth=1kB/s", "plans/mqtt-degraded-link.yaml"}, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout.String(), stderr.String())
+	}
+	res, err := results.Load(filepath.Join(out, "mqtt-degraded-link.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	enginetest.CheckResult(t, res)
+	m := res.Runs[0].Metrics
+	for _, ph := range m.Phases {
+		dev, sink := ph.Workloads["devices"], ph.Workloads["sink"]
+		t.Logf("%-9s send p99 %7.1f ms, end-to-end p99 %7.1f ms, acked %d, received %d", ph.Name, dev.Latency.P99, sink.E2E.P99, dev.Acked, sink.Received)
+		switch ph.Name {
+		case "baseline":
+			if dev.Latency.P99 >= 200 || sink.E2E.P99 >= 200 {
+				t.Errorf("baseline: send p99 %.1f ms, end-to-end p99 %.1f ms: already 200 ms or more", dev.Latency.P99, sink.E2E.P99)
+			}
+		case "latency":
+			if dev.Latency.P99 < 200 || sink.E2E.P99 < 200 {
+				t.Errorf("200ms ±20ms of latency: send p99 %.1f ms, end-to-end p99 %.1f ms", dev.Latency.P99, sink.E2E.P99)
+			}
+		}
+	}
+	o := outageOf(t, m, "devices")
+	if !o.Ended || o.Phase != "cut" || o.Clients != 10 || o.Reconnects != 10 {
+		t.Errorf("the cut's outage: %+v", o)
+	}
+	if sink := m.Workloads["sink"]; sink.Lost != 0 {
+		t.Errorf("the persistent session lost %d messages", sink.Lost)
+	}
+	report := stdout.String()
+	for _, want := range []string{"## Latency and loss by link condition", "network fault (latency 200ms ±20ms)", "network fault (bandwidth 1KB/s)", "network fault (link cut)"} {
+		if !strings.Contains(report, want) {
+			t.Errorf("report lacks %q", want)
+		}
 	}
 }

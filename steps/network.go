@@ -67,8 +67,18 @@ func (s *Network) Check(c *plan.CheckContext) {
 			kinds++
 		}
 	}
+	// A key besides target and for that did not decode, or is unknown,
+	// has its own error already.
+	given := false
+	if n := at(""); n.Kind == yaml.MappingNode {
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if k := n.Content[i].Value; k != "target" && k != "for" {
+				given = true
+			}
+		}
+	}
 	switch {
-	case kinds == 0:
+	case kinds == 0 && !given:
 		c.Errs.At(at(""), "network: say what to do to the link: latency:, bandwidth:, reset: true, cut: true, or restore: true")
 	case kinds > 1:
 		c.Errs.At(at(""), "network: give one of latency/jitter/bandwidth, reset, cut or restore: a reset or cut link carries nothing to slow down, and restore ends a fault")
