@@ -119,7 +119,7 @@ type TopicSpec struct {
 type TargetGeneric struct {
 	Driver string               `yaml:"driver" required:"true" doc:"protocol driver"`
 	Topics map[string]TopicSpec `yaml:"topics" doc:"topics to create before the steps run, with their partition (queue) counts"`
-	Proxy  netfault.Spec        `yaml:"proxy" doc:"true: the clients reach the brokers through an in-process proxy (toxiproxy) on loopback, so that network steps can degrade the link; a mapping also sets the link's condition for the whole run (see Network faults)"`
+	Proxy  netfault.Spec        `yaml:"proxy" doc:"true: the clients reach the brokers through an in-process proxy (toxiproxy) on loopback, so that network steps can degrade the link; a mapping also sets the link's condition for the whole run (see the network step)"`
 }
 
 // WorkloadDef is a plan's workload.
