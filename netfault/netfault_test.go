@@ -85,6 +85,19 @@ func TestLinkFaults(t *testing.T) {
 		t.Errorf("round trip %s with 150ms ±10ms latency on a new connection", d)
 	}
 
+	// A reset closes a connection as soon as data crosses it, an open
+	// one as well as a new one.
+	if err := l.Set(Fault{Reset: true}); err != nil {
+		t.Fatal(err)
+	}
+	for _, conn := range []net.Conn{c2, dial(t, addr)} {
+		_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+		_, _ = conn.Write([]byte("ping\n"))
+		if n, err := conn.Read(make([]byte, 8)); err == nil {
+			t.Errorf("a connection through a reset link read %d bytes", n)
+		}
+	}
+
 	if err := l.Set(Fault{Cut: true}); err != nil {
 		t.Fatal(err)
 	}
@@ -147,4 +160,14 @@ func TestConditionCheck(t *testing.T) {
 			t.Errorf("%+v: %v", tc.c, err)
 		}
 	}
+}
+
+func dial(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
 }
