@@ -221,3 +221,25 @@ func TestMQTTDegradedLinkPlan(t *testing.T) {
 		}
 	}
 }
+
+// A run over workers (--workers) refuses a network step before it
+// contacts a worker: the proxy is in the process that runs the workloads.
+func TestNetworkStepRefusedOnWorkers(t *testing.T) {
+	y := "name: n\ntargets:\n  mq: { driver: mqtt, url: embedded, proxy: true }\nworkloads:\n  w: { produce: { topic: a } }\nsteps:\n  - network: { target: mq, cut: true }\n"
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"--workers", "127.0.0.1:1", "--out", t.TempDir(), writePlan(t, y)}, &stdout, &stderr)
+	if want := "network faults act on the proxy in the process that runs the workloads"; code != 2 || !strings.Contains(stderr.String(), want) {
+		t.Errorf("exit %d, stderr %q; want 2 and %q", code, stderr.String(), want)
+	}
+}
+
+// The memory driver has no network: a network step on it is refused when
+// the plan loads, at its place, with exit code 2.
+func TestNetworkStepOnMemoryExits2(t *testing.T) {
+	y := "name: n\ntargets:\n  mem: { driver: memory }\nworkloads:\n  w: { produce: { topic: a } }\nsteps:\n  - network: { target: mem, latency: 200ms }\n"
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"--out", t.TempDir(), writePlan(t, y)}, &stdout, &stderr)
+	if want := `.yaml:7:24: network: target "mem" (driver memory) has no network link to degrade`; code != 2 || !strings.Contains(stderr.String(), want) {
+		t.Errorf("exit %d, stderr %q; want 2 and %q", code, stderr.String(), want)
+	}
+}

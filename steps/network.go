@@ -90,7 +90,7 @@ func (s *Network) Check(c *plan.CheckContext) {
 		c.Errs.At(at("for"), "network: restore ends the fault in place at once; for: goes with the fault")
 	}
 	if len(c.Plan.Workers) > 0 {
-		c.Errs.At(at("target"), "network: faults act on the proxy of this process; a plan run on workers: would not see them (run it without workers)")
+		c.Errs.At(at("target"), "network: %s", s.LocalOnly())
 	}
 	if f.Target == "" {
 		return
@@ -112,6 +112,12 @@ func (s *Network) Check(c *plan.CheckContext) {
 			s.workloads = append(s.workloads, w.Name)
 		}
 	}
+}
+
+// LocalOnly implements plan.LocalStep: the proxy is in the process that
+// opened the target, and workers open their own.
+func (s *Network) LocalOnly() string {
+	return "network faults act on the proxy in the process that runs the workloads; a run over workers cannot use them (run the plan without workers)"
 }
 
 // routableDrivers lists the drivers whose targets take proxy:.

@@ -36,7 +36,11 @@ func TestNetworkLoadErrors(t *testing.T) {
 			}
 		})
 	}
-	_, _, err := plan.Parse("plan.yaml", []byte(head+"  - network: { target: mq, latency: 200ms, jitter: 20ms, for: 30s }\n  - network: { target: mq, bandwidth: 1MB/s }\n  - network: { target: mq, restore: true }\n"), plan.Options{})
+	_, _, err := plan.Parse("plan.yaml", []byte(strings.Replace(head, "steps:", "workers: [127.0.0.1:7070]\nsteps:", 1)+"  - network: { target: mq, cut: true }\n"), plan.Options{})
+	if want := "10:24: network: network faults act on the proxy in the process that runs the workloads; a run over workers cannot use them"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("a plan on workers: error %v\nwant %q", err, want)
+	}
+	_, _, err = plan.Parse("plan.yaml", []byte(head+"  - network: { target: mq, latency: 200ms, jitter: 20ms, for: 30s }\n  - network: { target: mq, bandwidth: 1MB/s }\n  - network: { target: mq, restore: true }\n"), plan.Options{})
 	if err != nil {
 		t.Errorf("a valid plan: %v", err)
 	}
