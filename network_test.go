@@ -243,3 +243,18 @@ func TestNetworkStepOnMemoryExits2(t *testing.T) {
 		t.Errorf("exit %d, stderr %q; want 2 and %q", code, stderr.String(), want)
 	}
 }
+
+// What the proxy cannot carry is refused when the target opens.
+func TestProxyRefusedAtOpen(t *testing.T) {
+	for _, tc := range []struct{ target, want string }{
+		{`{ driver: mqtt, url: "ws://127.0.0.1:1/mqtt", proxy: true }`, "mqtt: proxy: works with tcp and ssl URLs, not websockets"},
+		{`{ driver: mqtt, url: embedded, proxy: true, source_addrs: [127.0.0.1] }`, "mqtt: proxy: and source_addrs do not go together"},
+	} {
+		y := "name: n\ntargets:\n  mq: " + tc.target + "\nworkloads:\n  w: { produce: { topic: a } }\nsteps:\n  - start: w\n"
+		var stdout, stderr bytes.Buffer
+		code := run([]string{"--out", t.TempDir(), writePlan(t, y)}, &stdout, &stderr)
+		if code == 0 || !strings.Contains(stderr.String(), tc.want) {
+			t.Errorf("%s: exit %d, stderr %q; want %q", tc.target, code, stderr.String(), tc.want)
+		}
+	}
+}

@@ -85,6 +85,12 @@ func open(ctx context.Context, c *TargetConfig) (*Target, error) {
 		t.stopBroker()
 		return nil, errors.New("mqtt: proxy: works with tcp and ssl URLs, not websockets")
 	}
+	if c.Routed() && len(c.SourceAddrs) > 0 {
+		// The proxy's own connections to the broker would all leave from
+		// one address, which is what source_addrs is there to avoid.
+		t.stopBroker()
+		return nil, errors.New("mqtt: proxy: and source_addrs do not go together: the proxy connects to the broker from one address; remove one of them")
+	}
 	if err := t.probe(ctx); err != nil {
 		t.stopBroker()
 		return nil, err
