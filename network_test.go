@@ -15,9 +15,10 @@ import (
 )
 
 // A network step degrades the link between the load and the broker
-// through the target's proxy, on an embedded mochi-mqtt broker, a real
-// redis-server and an embedded kfake cluster (Kafka: every broker address
-// metadata names is dialed through the proxy too). 200 ms of latency
+// through the target's proxy, on an embedded mochi-mqtt broker, an
+// embedded kfake cluster (Kafka: every broker address metadata names is
+// dialed through the proxy too), an embedded nats-server and a real
+// redis-server. 200 ms of latency
 // raises every send's acknowledgement and every delivery of the fault's
 // phase to 200 ms or more (latency we inject, not a speed) while the phase
 // before stays below it; the fault drops no connection, so it shows in
@@ -35,6 +36,7 @@ func TestNetworkFaults(t *testing.T) {
 	}{
 		{name: "mqtt", target: `{ driver: mqtt, url: embedded, proxy: true, reconnect_interval: 250ms }`, consume: true, cut: true},
 		{name: "kafka", target: `{ driver: kafka, brokers: embedded, proxy: true, topics: { planrun-net: { partitions: 2 } } }`, consume: true, cut: true},
+		{name: "nats", target: `{ driver: nats, url: embedded, proxy: true, reconnect_wait: 250ms }`, consume: true, cut: true},
 		{name: "redis", target: `{ driver: redis, addr: "REDIS", proxy: true }`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -53,6 +53,22 @@ func (r *Routing) Dial(ctx context.Context, d *net.Dialer, network, addr string)
 	return d.DialContext(ctx, network, to)
 }
 
+// Dialer returns a dialer that connects with d through the Router: the
+// Dial(network, addr) that client libraries take as a custom dialer
+// (sarama, nats.go).
+func (r *Routing) Dialer(d *net.Dialer) RoutedDialer { return RoutedDialer{d: d, r: *r} }
+
+// RoutedDialer dials through a target's Router.
+type RoutedDialer struct {
+	d *net.Dialer
+	r Routing
+}
+
+// Dial connects to addr, through the Router when there is one.
+func (x RoutedDialer) Dial(network, addr string) (net.Conn, error) {
+	return x.r.Dial(context.Background(), x.d, network, addr)
+}
+
 // WithRouter attaches r to an opened target: RouterOf finds it again (the
 // network step) and Close closes r after t when r is an io.Closer.
 func WithRouter(t Target, r Router) Target { return routedTarget{t, r} }

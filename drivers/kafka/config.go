@@ -1,7 +1,6 @@
 package kafka
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -289,7 +288,7 @@ func baseConfig(c *TargetConfig) (*sarama.Config, error) {
 		// names, is dialed through the target's proxy; TLS still checks
 		// the broker's own name (sarama takes it from the address).
 		sc.Net.Proxy.Enable = true
-		sc.Net.Proxy.Dialer = routedDialer{d: &net.Dialer{Timeout: sc.Net.DialTimeout, KeepAlive: sc.Net.KeepAlive}, r: c.Routing}
+		sc.Net.Proxy.Dialer = c.Dialer(&net.Dialer{Timeout: sc.Net.DialTimeout, KeepAlive: sc.Net.KeepAlive})
 	}
 	if c.TLS.Enabled {
 		tc, err := c.TLS.Load()
@@ -341,14 +340,4 @@ func (o *ProduceOptions) linger() time.Duration {
 		return defaultLinger
 	}
 	return *o.Linger
-}
-
-// routedDialer dials broker addresses through the target's proxy.
-type routedDialer struct {
-	d *net.Dialer
-	r drivers.Routing
-}
-
-func (rd routedDialer) Dial(network, addr string) (net.Conn, error) {
-	return rd.r.Dial(context.Background(), rd.d, network, addr)
 }
