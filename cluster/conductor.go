@@ -187,6 +187,11 @@ func (c *Conductor) Check(plans []*plan.Plan) error {
 				errs = append(errs, fmt.Errorf("workload %q: %w", w.Name, err))
 			}
 		}
+		for _, s := range p.Steps {
+			if l, ok := s.Step.(plan.LocalStep); ok {
+				errs = append(errs, fmt.Errorf("%s: %s", s.Describe(), l.LocalOnly()))
+			}
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -141,7 +141,17 @@ func describeType(t reflect.Type) (string, []Field) {
 		t = t.Elem()
 	}
 	if pt, ok := reflect.New(t).Interface().(interface{ PlanType() string }); ok {
-		return pt.PlanType(), nil
+		// A value that may also be a mapping (proxy: true or its keys)
+		// lists the mapping's keys.
+		var fs []Field
+		if a, ok := reflect.New(t).Interface().(Alternatives); ok {
+			for _, v := range a.PlanAlternatives() {
+				if vt := reflect.TypeOf(v); vt.Kind() == reflect.Struct {
+					fs = structFields(vt)
+				}
+			}
+		}
+		return pt.PlanType(), fs
 	}
 	switch t {
 	case durationType:

@@ -175,14 +175,18 @@ func (w connectTarget[P, C]) Connect(ctx context.Context, spec ConnectSpec) (Con
 
 // As returns t's optional ability I (LagReader, TopicCreator, Describer,
 // Prober, Connector...) if it has it, looking through the adapter that
-// Define puts around a driver's targets.
+// Define puts around a driver's targets (and WithRouter around those).
 func As[I any](t Target) (I, bool) {
-	if i, ok := t.(I); ok {
-		return i, true
-	}
-	if w, ok := t.(interface{ unwrap() any }); ok {
-		i, ok := w.unwrap().(I)
-		return i, ok
+	var v any = t
+	for v != nil {
+		if i, ok := v.(I); ok {
+			return i, true
+		}
+		w, ok := v.(interface{ unwrap() any })
+		if !ok {
+			break
+		}
+		v = w.unwrap()
 	}
 	var zero I
 	return zero, false

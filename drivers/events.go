@@ -25,6 +25,11 @@ const (
 	// Rebalance: the broker reassigned a consumer group's partitions or
 	// queues.
 	Rebalance = "rebalance"
+	// NetworkFault: a network step degraded the link between the workload
+	// and its broker (Reason says how: "latency 200ms", "link cut").
+	NetworkFault = "network_fault"
+	// NetworkRestored: the link is back to its own condition.
+	NetworkRestored = "network_restored"
 )
 
 // Event is something that happened to a workload's connections. Drivers

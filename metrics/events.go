@@ -18,6 +18,11 @@ const (
 	EventSendError    = "send_error"
 	EventReceiveError = "receive_error"
 	EventRebalance    = "rebalance"
+	// A network step degraded the link to the broker, and its end; they
+	// drop no connection by themselves (a cut's disconnects are events of
+	// their own).
+	EventNetworkFault    = "network_fault"
+	EventNetworkRestored = "network_restored"
 )
 
 // ConnEvent is one connection event of a workload: a client disconnected or

@@ -145,7 +145,10 @@ func (p *Plan) decodeTargets(d *yamldecode.Decoder) {
 				d.Errs.At(v, "%s: topic %q needs partitions: 1 or more", what, topic)
 			}
 		}
-		p.Targets = append(p.Targets, &TargetDef{Name: name, Driver: drvName, Config: cfg, Topics: g.Topics, drv: drv})
+		if _, ok := cfg.(drivers.Routable); g.Proxy.On && !ok {
+			d.Errs.At(keyNode(v, "proxy"), "%s: proxy: the %s driver has no network connections to put a proxy in front of; remove proxy:", what, drvName)
+		}
+		p.Targets = append(p.Targets, &TargetDef{Name: name, Driver: drvName, Config: cfg, Topics: g.Topics, Proxy: g.Proxy, drv: drv})
 	})
 }
 
@@ -424,4 +427,14 @@ func decodePlacement(d *yamldecode.Decoder, n *yaml.Node, what string) Placement
 	}
 	p.Count = c
 	return p
+}
+
+// keyNode returns the value of key in mapping n, or n when it has none.
+func keyNode(n *yaml.Node, key string) *yaml.Node {
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return n.Content[i+1]
+		}
+	}
+	return n
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"reflect"
 	"regexp"
 	"slices"
 	"sort"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/planrun/planrun/drivers"
 	"github.com/planrun/planrun/expr"
+	"github.com/planrun/planrun/netfault"
 	"github.com/planrun/planrun/workloads"
 	"github.com/planrun/planrun/yamldecode"
 )
@@ -79,12 +81,36 @@ type TargetDef struct {
 	Driver string
 	Config any
 	Topics map[string]TopicSpec
-	drv    drivers.Driver
+	// Proxy puts an in-process proxy between the target's clients and its
+	// brokers (proxy:), for network faults.
+	Proxy netfault.Spec
+	drv   drivers.Driver
 }
 
-// Open connects the target (or starts its embedded broker).
+// Open connects the target (or starts its embedded broker). A target with
+// proxy: gets a proxy of its own for this opening, which its clients dial
+// through and which closes with it (drivers.RouterOf finds it).
 func (t *TargetDef) Open(ctx context.Context) (drivers.Target, error) {
-	return t.drv.Open(ctx, t.Config)
+	if !t.Proxy.On {
+		return t.drv.Open(ctx, t.Config)
+	}
+	// A copy of the config holds the proxy, so that every opening (every
+	// run, every worker) has a proxy of its own.
+	cv := reflect.ValueOf(t.Config)
+	cfg := reflect.New(cv.Elem().Type())
+	cfg.Elem().Set(cv.Elem())
+	r, ok := cfg.Interface().(drivers.Routable)
+	if !ok {
+		return nil, fmt.Errorf("driver %s cannot be reached through a proxy", t.Driver)
+	}
+	link := netfault.New(t.Proxy.Condition())
+	r.SetRouter(link)
+	tg, err := t.drv.Open(ctx, cfg.Interface())
+	if err != nil {
+		_ = link.Close()
+		return nil, err
+	}
+	return drivers.WithRouter(tg, link), nil
 }
 
 // TopicSpec is a topic the run creates before its steps.
@@ -96,6 +122,7 @@ type TopicSpec struct {
 type TargetGeneric struct {
 	Driver string               `yaml:"driver" required:"true" doc:"protocol driver"`
 	Topics map[string]TopicSpec `yaml:"topics" doc:"topics to create before the steps run, with their partition (queue) counts"`
+	Proxy  netfault.Spec        `yaml:"proxy" doc:"true: the clients reach the brokers through an in-process proxy (toxiproxy) on loopback, so that network steps can degrade the link; a mapping also sets the link's condition for the whole run (see the network step)"`
 }
 
 // WorkloadDef is a plan's workload.

@@ -52,6 +52,13 @@ type Checker interface {
 	Check(c *CheckContext)
 }
 
+// LocalStep is a step that acts in the process that runs the workloads
+// (the network step's proxy): a run over workers refuses it, and
+// LocalOnly says why.
+type LocalStep interface {
+	LocalOnly() string
+}
+
 // ProbeKeeper is a step that keeps values as probes.<name> (SetProbe):
 // expressions of later steps and of the report may read them, earlier
 // ones may not.

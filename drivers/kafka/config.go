@@ -3,6 +3,7 @@ package kafka
 import (
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"time"
 
@@ -41,6 +42,8 @@ type TargetConfig struct {
 	SASL              SASLConfig    `yaml:"sasl" doc:"SASL authentication."`
 	DialTimeout       time.Duration `yaml:"dial_timeout" default:"10s" doc:"How long connecting to a broker may take (default 10s)."`
 	ReplicationFactor int           `yaml:"replication_factor" doc:"Replication factor of topics planrun creates (default: the broker's default.replication.factor)."`
+	// Routing dials through the target's proxy (proxy:) when it has one.
+	drivers.Routing
 }
 
 // TLSConfig enables TLS towards the brokers: enabled beside the TLS file
@@ -279,6 +282,13 @@ func baseConfig(c *TargetConfig) (*sarama.Config, error) {
 	sc.Net.DialTimeout = c.DialTimeout
 	if sc.Net.DialTimeout == 0 {
 		sc.Net.DialTimeout = defaultDialTimeout
+	}
+	if c.Routed() {
+		// Every broker address, the bootstrap ones and those metadata
+		// names, is dialed through the target's proxy; TLS still checks
+		// the broker's own name (sarama takes it from the address).
+		sc.Net.Proxy.Enable = true
+		sc.Net.Proxy.Dialer = c.Dialer(&net.Dialer{Timeout: sc.Net.DialTimeout, KeepAlive: sc.Net.KeepAlive})
 	}
 	if c.TLS.Enabled {
 		tc, err := c.TLS.Load()

@@ -39,6 +39,8 @@ type TargetConfig struct {
 	ConnectTimeout  time.Duration  `yaml:"connect_timeout" default:"30s" doc:"Longest one connection attempt (TCP, TLS and CONNACK) may take (default 30s)."`
 	// ReconnectInterval bounds the clients' reconnection back-off.
 	ReconnectInterval time.Duration `yaml:"reconnect_interval" default:"10s" doc:"Longest pause between the reconnection attempts of a client that lost its connection: the pause starts at 1s (paho; lean: 100ms), doubles after each failed attempt and stops growing here (default 10s). Reconnects also keep to connect_rate."`
+	// Routing dials through the target's proxy (proxy:) when it has one.
+	drivers.Routing
 }
 
 // ProduceOptions are the MQTT fields of a workload's produce section; a

@@ -81,6 +81,16 @@ func open(ctx context.Context, c *TargetConfig) (*Target, error) {
 		}
 	}
 	t.dialers = makeDialers(c)
+	if c.Routed() && strings.HasPrefix(u.Scheme, "ws") {
+		t.stopBroker()
+		return nil, errors.New("mqtt: proxy: works with tcp and ssl URLs, not websockets")
+	}
+	if c.Routed() && len(c.SourceAddrs) > 0 {
+		// The proxy's own connections to the broker would all leave from
+		// one address, which is what source_addrs is there to avoid.
+		t.stopBroker()
+		return nil, errors.New("mqtt: proxy: and source_addrs do not go together: the proxy connects to the broker from one address; remove one of them")
+	}
 	if err := t.probe(ctx); err != nil {
 		t.stopBroker()
 		return nil, err
@@ -271,9 +281,23 @@ func (t *Target) dial(i int) paho.OpenConnectionFunc {
 	return func(u *url.URL, o paho.ClientOptions) (net.Conn, error) {
 		switch u.Scheme {
 		case "tcp", "mqtt":
-			return d.Dial("tcp", u.Host)
+			return t.cfg.Dial(context.Background(), d, "tcp", u.Host)
 		case "ssl", "tls", "mqtts":
-			return tls.DialWithDialer(d, "tcp", u.Host, o.TLSConfig)
+			addr, err := t.cfg.Route(u.Host)
+			if err != nil {
+				return nil, err
+			}
+			tc := o.TLSConfig
+			if addr != u.Host && (tc == nil || tc.ServerName == "") {
+				// Through the proxy, the certificate is still the broker's.
+				if tc == nil {
+					tc = &tls.Config{}
+				} else {
+					tc = tc.Clone()
+				}
+				tc.ServerName = u.Hostname()
+			}
+			return tls.DialWithDialer(d, "tcp", addr, tc)
 		case "ws", "wss":
 			wu := *u
 			wu.User = nil

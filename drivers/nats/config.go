@@ -37,6 +37,8 @@ type TargetConfig struct {
 	ReconnectWait  time.Duration           `yaml:"reconnect_wait" default:"250ms" doc:"Pause between the reconnection attempts of a connection that was lost (default 250ms); connections retry for as long as the run lasts."`
 	Dir            string                  `yaml:"dir" doc:"Embedded server only: JetStream's store directory, kept after the run (default: a temporary directory, removed at the end)."`
 	Streams        map[string]StreamConfig `yaml:"streams" doc:"JetStream streams to create (or update) when the target opens, by name."`
+	// Routing dials through the target's proxy (proxy:) when it has one.
+	drivers.Routing
 }
 
 // StreamConfig is one JetStream stream a target creates.

@@ -331,6 +331,13 @@ func (t *Target) connect(ctx context.Context, name string, sink drivers.EventSin
 	if t.tls != nil {
 		opts = append(opts, nats.Secure(t.tls))
 	}
+	if t.cfg.Routed() {
+		// Every server address, also those the cluster announces, is
+		// dialed through the target's proxy; TLS checks the server's own
+		// name (nats.go takes it from the URL).
+		d := &net.Dialer{Timeout: orDefault(t.cfg.ConnectTimeout, defaultConnectTimeout)}
+		opts = append(opts, nats.SetCustomDialer(t.cfg.Dialer(d)))
+	}
 	nc, err := nats.Connect(t.url, opts...)
 	if err != nil {
 		return nil, connectError(t.url, err)

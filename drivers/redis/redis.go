@@ -47,6 +47,8 @@ type TargetConfig struct {
 	Password    string        `yaml:"password" secret:"true" doc:"Password (AUTH)."`
 	DB          int           `yaml:"db" default:"0" doc:"Database number to SELECT (default 0)."`
 	DialTimeout time.Duration `yaml:"dial_timeout" default:"10s" doc:"Longest connecting may take (default 10s)."`
+	// Routing dials through the target's proxy (proxy:) when it has one.
+	drivers.Routing
 }
 
 // ProduceOptions are the Redis fields of a workload's produce section.
@@ -174,7 +176,7 @@ func (t *Target) newClient(pool int) *goredis.Client {
 	if dt == 0 {
 		dt = defaultDialTimeout
 	}
-	return goredis.NewClient(&goredis.Options{
+	o := &goredis.Options{
 		Addr:        t.addr,
 		Username:    t.cfg.Username,
 		Password:    t.cfg.Password,
@@ -193,7 +195,20 @@ func (t *Target) newClient(pool int) *goredis.Client {
 		// RESP2 replies are numbers, strings and flat lists, which is what
 		// probe results promise (RESP3 would answer HGETALL with a map).
 		Protocol: 2,
-	})
+	}
+	if t.cfg.Routed() {
+		// Through the target's proxy: go-redis's own dialer, to the
+		// proxy's listener in front of the server.
+		dial := goredis.NewDialer(o)
+		o.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			to, err := t.cfg.Route(addr)
+			if err != nil {
+				return nil, err
+			}
+			return dial(ctx, network, to)
+		}
+	}
+	return goredis.NewClient(o)
 }
 
 // Describe implements drivers.Describer.
