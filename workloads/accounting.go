@@ -191,8 +191,11 @@ func (a *Accounting) ackAnonLocked(k destKey, n, bytes int64) {
 }
 
 func (a *Accounting) ackLocked(target, topic string, stream uint32, seq uint64, bytes int) {
+	a.ackSeqLocked(a.destLocked(target, topic), stream, seq, bytes)
+}
+
+func (a *Accounting) ackSeqLocked(d *Dest, stream uint32, seq uint64, bytes int) {
 	a.sizes[stream] = bytes
-	d := a.destLocked(target, topic)
 	if !bitmap(d.acked, stream).CheckedAdd(seq) {
 		return // acknowledged twice (a relay forwarding a duplicate)
 	}
