@@ -47,7 +47,9 @@ type StreamSize struct {
 }
 
 // Empty reports whether d carries nothing.
-func (d *PackedDelta) Empty() bool { return len(d.Data) == 0 && len(d.Dests) == 0 && len(d.Groups) == 0 }
+func (d *PackedDelta) Empty() bool {
+	return len(d.Data) == 0 && len(d.Dests) == 0 && len(d.Groups) == 0
+}
 
 // Packer is the sending side's dictionary of one run: the numbers it gave
 // destinations and groups, and the stream sizes it has sent.
