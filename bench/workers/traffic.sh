@@ -134,13 +134,15 @@ wait "$(cat "$tmp/cond.pid")" || { echo "run failed:"; cat "$tmp/cond.err"; }
 rm -f "$tmp/cond.pid"
 read -r rx0 c0 w0 t0 <"$tmp/mark.start"
 read -r rx1 c1 w1 t1 <"$tmp/mark.end"
-read -r msgs acked received < <(python3 - "$tmp/out/traffic.json" <<'PY'
+read -r msgs acked received reordered lost < <(python3 - "$tmp/out/traffic.json" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))["runs"][0]
 ph = [p for p in r["metrics"]["phases"] if p["name"] == "publish"][0]
 acked = sum(w.get("acked", 0) for w in ph["workloads"].values())
 received = sum(w.get("received", 0) for w in ph["workloads"].values())
-print(acked + received, acked, received)
+reordered = sum(w.get("reordered", 0) for w in r["metrics"]["workloads"].values())
+lost = sum(w.get("lost", 0) for w in r["metrics"]["workloads"].values())
+print(acked + received, acked, received, reordered, lost)
 PY
 )
 secs=$(echo "$t1 - $t0" | bc)
@@ -153,6 +155,7 @@ if [ "$MODE" = fleet ]; then
 else
   echo "mode=memory workers=$N rate/worker=$RATE publish phase=${secs}s acked=$acked received=$received"
 fi
+echo "run: reordered $reordered, lost $lost"
 echo "control bytes the conductor received: $rx ($(echo "scale=2; $rx / $secs / 1000 / $N" | bc) kB/s per worker)"
 echo "bytes per message (acked + received): $(echo "scale=2; $rx / $msgs" | bc)"
 echo "CPU s in the phase: workers $wcpu, conductor $ccpu; conductor share of workers' CPU: $(echo "scale=2; 100 * $ccpu / $wcpu" | bc)%"
