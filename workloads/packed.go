@@ -71,11 +71,14 @@ type Unpacker struct {
 	groups []*Group
 	sizes  map[uint32]int
 	// scratch, reused from delta to delta
-	recs []packedRun
+	recs  []packedRun
+	fresh map[groupStream][]uint64
 }
 
 // NewUnpacker returns an empty dictionary.
-func NewUnpacker() *Unpacker { return &Unpacker{sizes: map[uint32]int{}} }
+func NewUnpacker() *Unpacker {
+	return &Unpacker{sizes: map[uint32]int{}, fresh: map[groupStream][]uint64{}}
+}
 
 // packedRun is a range of sequence numbers of one stream to one
 // destination (or received by one group): [start, start+n).
@@ -368,10 +371,18 @@ func (a *Accounting) applyRuns(u *Unpacker, recs []packedRun, g *Group) error {
 		if total <= perMessage {
 			for _, r := range recs[i:j] {
 				for s := r.start; s < r.start+r.n; s++ {
-					if g == nil {
-						a.ackSeqLocked(u.dests[r.id], stream, s, size)
-					} else {
+					if g != nil {
 						a.seenLocked(g, stream, s, size)
+						continue
+					}
+					// The groups expect what is new at the destination
+					// together, as one bitmap per stream, below.
+					d := u.dests[r.id]
+					if a.ackDestLocked(d, stream, s, size) {
+						for _, dg := range d.groups {
+							k := groupStream{dg, stream}
+							u.fresh[k] = append(u.fresh[k], s)
+						}
 					}
 				}
 			}
@@ -391,7 +402,22 @@ func (a *Accounting) applyRuns(u *Unpacker, recs []packedRun, g *Group) error {
 		}
 		i = j
 	}
+	for k, seqs := range u.fresh {
+		b := roaring64.New()
+		b.AddMany(seqs)
+		size, ok := u.sizes[k.stream]
+		if !ok {
+			size = a.sizes[k.stream]
+		}
+		k.g.expectBitmap(k.stream, b, size)
+		delete(u.fresh, k)
+	}
 	return nil
+}
+
+type groupStream struct {
+	g      *Group
+	stream uint32
 }
 
 type packedReader struct {
