@@ -36,9 +36,12 @@ type Conductor struct {
 	Set    map[string]string
 	Env    map[string]string
 	Out    io.Writer
-	// Interval is how often figures are fetched (default 200ms);
-	// CallTimeout bounds one control call (default 3s): a worker that does
-	// not answer within it is lost.
+	// Interval is the longest a worker holds a long poll for figures
+	// (default 1s): it answers at once when something changes (a shard
+	// stopped by itself, a warning, a failure) and when the conductor needs
+	// the figures up to now (a phase change, a stop, the end).
+	// CallTimeout bounds one control call beyond that wait (default 3s): a
+	// worker that does not answer within it is lost.
 	Interval, CallTimeout time.Duration
 	// StopTimeout bounds a stop on the workers (default 30s).
 	StopTimeout time.Duration
@@ -58,14 +61,12 @@ type remote struct {
 	offset atomic.Int64 // worker clock minus conductor clock, nanos
 	rtt    atomic.Int64
 	lost   atomic.Bool
-	// figures is held from asking the worker for its figures to merging
-	// them, so that a flush merges everything taken before it.
-	figures sync.Mutex
+	calls  atomic.Uint64 // call numbers (Call.ID)
 }
 
 func (c *Conductor) defaults() {
 	if c.Interval == 0 {
-		c.Interval = 200 * time.Millisecond
+		c.Interval = time.Second
 	}
 	if c.CallTimeout == 0 {
 		c.CallTimeout = 3 * time.Second
@@ -77,15 +78,30 @@ func (c *Conductor) defaults() {
 
 func (w *remote) String() string { return fmt.Sprintf("worker %d (%s)", w.index, w.addr) }
 
-// call makes one control call bounded by ctx.
+// call makes one control call bounded by ctx. A numbered call (its args
+// embed Call) that ctx ends before the worker answered is cancelled on the
+// worker.
 func (w *remote) call(ctx context.Context, method string, args, reply any) error {
+	var id uint64
+	if c, ok := args.(interface{ setID(uint64) }); ok {
+		id = w.calls.Add(1)
+		c.setID(id)
+	}
 	call := w.client.Go(service+"."+method, args, reply, make(chan *rpc.Call, 1))
 	select {
 	case <-call.Done:
 		return call.Error
 	case <-ctx.Done():
+		if id != 0 {
+			w.client.Go(service+".Cancel", &CancelArgs{ID: id}, &Empty{}, make(chan *rpc.Call, 1))
+		}
 		return ctx.Err()
 	}
+}
+
+// wake asks the worker to answer a long poll under way at once.
+func (w *remote) wake() {
+	w.client.Go(service+".Wake", &Empty{}, &Empty{}, make(chan *rpc.Call, 1))
 }
 
 // measure sets the worker's clock offset from the best of n exchanges.
@@ -200,7 +216,10 @@ func (c *Conductor) Check(plans []*plan.Plan) error {
 func (c *Conductor) Begin(ctx context.Context, p *plan.Plan, index int, shared *workloads.Shared, targets func(string) drivers.Target) (engine.RemoteRun, error) {
 	c.defaults()
 	rr := &remoteRun{c: c, shared: shared, proxies: map[string]*proxy{}, names: map[int][]string{}, drift: make([]int64, len(c.workers)), offset0: make([]int64, len(c.workers)),
-		traffic0: make([][2]int64, len(c.workers)), first: make([]int64, len(c.workers))}
+		traffic0: make([][2]int64, len(c.workers)), first: make([]int64, len(c.workers)), polls: make([]*poller, len(c.workers))}
+	for i := range c.workers {
+		rr.polls[i] = &poller{unpack: workloads.NewUnpacker(), flush: make(chan chan struct{}), done: make(chan struct{})}
+	}
 	for i, w := range c.workers {
 		rr.traffic0[i] = w.conn.counts()
 	}
@@ -252,10 +271,10 @@ func (c *Conductor) Begin(ctx context.Context, p *plan.Plan, index int, shared *
 		return nil, err
 	}
 	rr.crossHostWarning(p)
-	pctx, cancel := context.WithCancel(context.Background())
-	rr.cancel = cancel
-	rr.done = make(chan struct{})
-	go rr.poll(pctx)
+	rr.stop = make(chan struct{})
+	for i, w := range c.workers {
+		go rr.poll(w, rr.polls[i])
+	}
 	return rr, nil
 }
 
@@ -269,11 +288,25 @@ type remoteRun struct {
 	// traffic0 is what each connection had carried when the run began.
 	traffic0 [][2]int64
 	// first is each worker's first message on the conductor's clock.
-	first  []int64
-	cancel context.CancelFunc
-	done   chan struct{}
-	mu     sync.Mutex
-	drift  []int64
+	first []int64
+	// polls are the workers' long polls; stop ends them.
+	polls []*poller
+	stop  chan struct{}
+	mu    sync.Mutex
+	drift []int64
+}
+
+// poller is the one goroutine that asks a worker for its figures (with
+// its accounting) during a run, so that they are merged in the order the
+// worker took them: the accounting's deltas number topics once.
+type poller struct {
+	unpack *workloads.Unpacker
+	// flush takes requests for the figures up to now: the poller closes
+	// the channel once they are merged.
+	flush chan chan struct{}
+	done  chan struct{}
+	// direct serialises the calls flush makes once the poll has ended.
+	direct sync.Mutex
 }
 
 func (rr *remoteRun) crossHostWarning(p *plan.Plan) {
@@ -301,71 +334,129 @@ func abs(v int64) int64 {
 	return v
 }
 
-// poll fetches every worker's figures each interval and re-measures the
-// clocks every 5 seconds, until the run ends.
-func (rr *remoteRun) poll(ctx context.Context) {
-	defer close(rr.done)
-	t := time.NewTicker(rr.c.Interval)
-	defer t.Stop()
+// poll asks the worker for its figures in a long poll (answered at once
+// on a change, else after Interval) and merges them, and re-measures its
+// clock every 5 seconds, until the run ends or the worker is lost. A flush
+// request wakes the long poll and is served by a call made after it.
+func (rr *remoteRun) poll(w *remote, p *poller) {
+	defer close(p.done)
 	lastClock := time.Now()
 	for {
-		select {
-		case <-ctx.Done():
+		if w.lost.Load() {
 			return
-		case <-t.C:
 		}
-		clock := time.Since(lastClock) >= 5*time.Second
-		if clock {
+		select {
+		case <-rr.stop:
+			return
+		default:
+		}
+		wait := rr.c.Interval
+		var served []chan struct{}
+		select {
+		case req := <-p.flush:
+			served, wait = append(served, req), 0
+		default:
+		}
+		err := rr.fetch(w, p, wait)
+		if err == nil && time.Since(lastClock) >= 5*time.Second {
 			lastClock = time.Now()
+			err = rr.remeasure(w)
 		}
-		rr.fetchAll(ctx, clock)
+		for _, req := range served {
+			close(req)
+		}
+		if err != nil {
+			rr.lose(w, err)
+			return
+		}
 	}
 }
 
-// fetchAll merges every worker's figures up to now; clock re-measures the
-// workers' clocks too.
-func (rr *remoteRun) fetchAll(ctx context.Context, clock bool) {
-	var wg sync.WaitGroup
-	for i, w := range rr.c.workers {
-		if w.lost.Load() {
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			w.figures.Lock()
-			defer w.figures.Unlock()
-			cctx, cancel := context.WithTimeout(ctx, rr.c.CallTimeout)
-			defer cancel()
-			var f Figures
-			err := w.call(cctx, "Figures", &Empty{}, &f)
-			if err == nil && clock {
-				var off, rtt int64
-				if off, rtt, err = w.measure(cctx, 3); err == nil {
-					w.offset.Store(off)
-					w.rtt.Store(rtt)
-					rr.mu.Lock()
-					rr.drift[i] = max(rr.drift[i], abs(off-rr.offset0[i]))
-					rr.mu.Unlock()
-				}
-			}
-			if err != nil {
-				if ctx.Err() == nil {
-					rr.lose(w, err)
-				}
-				return
-			}
-			rr.apply(w, &f)
-		}()
+// fetch makes one Figures call and merges its reply.
+func (rr *remoteRun) fetch(w *remote, p *poller, wait time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), rr.c.CallTimeout+wait)
+	defer cancel()
+	var f Figures
+	if err := w.call(ctx, "Figures", &FiguresArgs{Wait: int64(wait)}, &f); err != nil {
+		return err
 	}
-	wg.Wait()
+	rr.apply(w, &f)
+	if err := rr.shared.Acct.ApplyPacked(p.unpack, f.Acct); err != nil {
+		rr.shared.Warn(fmt.Sprintf("%s: %v", w, err))
+	}
+	if !f.Acct.Empty() {
+		for _, px := range rr.proxies {
+			px.countCrossDuplicates()
+		}
+	}
+	return nil
+}
+
+func (rr *remoteRun) remeasure(w *remote) error {
+	ctx, cancel := context.WithTimeout(context.Background(), rr.c.CallTimeout)
+	defer cancel()
+	off, rtt, err := w.measure(ctx, 3)
+	if err != nil {
+		return err
+	}
+	w.offset.Store(off)
+	w.rtt.Store(rtt)
+	rr.mu.Lock()
+	rr.drift[w.index] = max(rr.drift[w.index], abs(off-rr.offset0[w.index]))
+	rr.mu.Unlock()
+	return nil
 }
 
 // Flush implements engine.Flusher: before the engine cuts a phase, every
 // worker is asked for what it counted up to now and that is merged, so
 // the cut does not depend on when the periodic figures arrive.
 func (rr *remoteRun) Flush(ctx context.Context) {
-	rr.fetchAll(ctx, false)
+	rr.flush(ctx, nil)
+}
+
+// flush merges the figures of the workers idx (nil: all) up to now: each
+// worker's long poll is woken and a call made after this one began is
+// merged before it returns. Once the polls have ended (the end of the
+// run) it calls the workers itself.
+func (rr *remoteRun) flush(ctx context.Context, idx []int) {
+	if idx == nil {
+		for i := range rr.c.workers {
+			idx = append(idx, i)
+		}
+	}
+	var wg sync.WaitGroup
+	for _, i := range idx {
+		w, p := rr.c.workers[i], rr.polls[i]
+		if w.lost.Load() {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req := make(chan struct{})
+			w.wake()
+			select {
+			case p.flush <- req:
+				select {
+				case <-req:
+				case <-p.done:
+				case <-ctx.Done():
+				}
+			case <-p.done:
+				// The poll has ended: nothing else asks this worker now.
+				p.direct.Lock()
+				defer p.direct.Unlock()
+				if w.lost.Load() {
+					return
+				}
+				if err := rr.fetch(w, p, 0); err != nil && ctx.Err() == nil {
+					rr.lose(w, err)
+				}
+			case <-ctx.Done():
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 // lose marks a worker lost and ends the run with an error naming it.
@@ -382,18 +473,10 @@ func (rr *remoteRun) lose(w *remote, err error) {
 	}
 }
 
-// apply merges a worker's figures.
+// apply merges a worker's figures but for its accounting (see fetch).
 func (rr *remoteRun) apply(w *remote, f *Figures) {
 	if rr.c.OnFigures != nil {
 		rr.c.OnFigures(w.index, f)
-	}
-	if err := rr.shared.Acct.Apply(f.Acct); err != nil {
-		rr.shared.Warn(fmt.Sprintf("%s: %v", w, err))
-	}
-	if len(f.Acct.Seen) > 0 {
-		for _, px := range rr.proxies {
-			px.countCrossDuplicates()
-		}
 	}
 	for name, sf := range f.Workloads {
 		if px := rr.proxies[name]; px != nil {
@@ -450,8 +533,13 @@ func (rr *remoteRun) each(ctx context.Context, idx []int, method string, args fu
 
 // End implements engine.RemoteRun.
 func (rr *remoteRun) End(ctx context.Context) []results.Worker {
-	rr.cancel()
-	<-rr.done
+	close(rr.stop)
+	for i, w := range rr.c.workers {
+		if !w.lost.Load() {
+			w.wake()
+		}
+		<-rr.polls[i].done
+	}
 	// What the shards counted after their last reply is the run's too.
 	rr.Flush(ctx)
 	var wg sync.WaitGroup
@@ -594,6 +682,9 @@ func (p *proxy) Stop(ctx context.Context) error {
 	})
 	p.rec.SetRunning(p.Running())
 	if err == nil && p.group != nil {
+		// The shards' last acknowledgements and receipts travel with
+		// their figures (Figures calls only): merge them before settling.
+		p.rr.flush(ctx, p.workers)
 		p.settle()
 	}
 	p.changed()

@@ -44,6 +44,7 @@ type ClockReply struct {
 
 // OpenArgs prepares one run (matrix combination Run) on the worker.
 type OpenArgs struct {
+	Call
 	Run int
 	// RunID goes into message headers; Start is the run's start on the
 	// worker's clock (unix nanos), for short headers.
@@ -63,15 +64,35 @@ type ShardSpec struct {
 // Empty is for calls without arguments or results.
 type Empty struct{}
 
+// Call numbers a control call, so that the conductor can cancel it on the
+// worker (Cancel) when it gives up waiting: the worker runs each numbered
+// call under a context of its own.
+type Call struct{ ID uint64 }
+
+func (c *Call) setID(id uint64) { c.ID = id }
+
+// CancelArgs names the call the conductor gave up on.
+type CancelArgs struct{ ID uint64 }
+
+// FiguresArgs asks for the figures: at once (Wait 0), or as a long poll
+// that the worker answers as soon as something changes (a shard stopped by
+// itself, a warning, a failure, a Wake) and else after Wait nanoseconds.
+type FiguresArgs struct {
+	Call
+	Wait int64
+}
+
 // StartArgs starts shards at At (unix nanos on the worker's clock), so
 // that every worker starts together.
 type StartArgs struct {
+	Call
 	Workloads []string
 	At        int64
 }
 
 // StopArgs stops shards; Timeout bounds the stop (nanoseconds).
 type StopArgs struct {
+	Call
 	Workloads []string
 	Timeout   int64
 }
@@ -82,8 +103,10 @@ type Figures struct {
 	Workloads map[string]ShardFigures
 	// Acct is what the worker's accounting learnt: which messages were
 	// acknowledged and received, by identity, so that a message acked on
-	// one worker and received on another is accounted once.
-	Acct     workloads.AccountingDelta
+	// one worker and received on another is accounted once. Only Figures
+	// calls carry it, one at a time, so that the conductor applies the
+	// deltas in the order they were packed (they number topics once).
+	Acct     workloads.PackedDelta
 	Warnings []string
 	// Failure is set when a shard hit an error that ends the run.
 	Failure string
@@ -102,6 +125,7 @@ type ShardFigures struct {
 // SetArgs changes a running shard's setting (a set step): Rate is the
 // shard's part of the workload's new rate, Threads its part of the threads.
 type SetArgs struct {
+	Call
 	Workload string
 	Key      string
 	Rate     *workloads.Rate

@@ -11,7 +11,9 @@ import (
 	"os"
 	"runtime"
 	"sort"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/planrun/planrun/drivers"
@@ -38,6 +40,10 @@ type Worker struct {
 	// ConnectTimeout bounds opening each target, StopTimeout stopping the
 	// shards when a conductor leaves (defaults 60s and 30s).
 	ConnectTimeout, StopTimeout time.Duration
+	// LostAfter is how long a conductor with a run open may go without a
+	// call before the worker counts it lost, stops its shards and closes
+	// the connection (default 10s; a conductor polls every second).
+	LostAfter time.Duration
 
 	mu   sync.Mutex
 	busy string // the conductor connected now
@@ -54,6 +60,9 @@ func (w *Worker) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	if w.StopTimeout == 0 {
 		w.StopTimeout = 30 * time.Second
+	}
+	if w.LostAfter == 0 {
+		w.LostAfter = 10 * time.Second
 	}
 	go func() {
 		<-ctx.Done()
@@ -88,7 +97,8 @@ func (w *Worker) logf(format string, args ...any) {
 // serveConn serves one conductor's connection until it closes, then
 // releases what that conductor left running.
 func (w *Worker) serveConn(ctx context.Context, conn net.Conn) {
-	s := &session{w: w, remote: conn.RemoteAddr().String()}
+	s := &session{w: w, remote: conn.RemoteAddr().String(), wake: make(chan struct{}, 1),
+		calls: map[uint64]context.CancelFunc{}, cancelled: map[uint64]bool{}, last: time.Now()}
 	srv := rpc.NewServer()
 	if err := srv.RegisterName(service, s); err != nil {
 		w.logf("worker: %v", err)
@@ -97,10 +107,23 @@ func (w *Worker) serveConn(ctx context.Context, conn net.Conn) {
 	}
 	done := make(chan struct{})
 	go func() {
-		select {
-		case <-ctx.Done():
-			_ = conn.Close()
-		case <-done:
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				_ = conn.Close()
+				return
+			case <-done:
+				return
+			case <-t.C:
+				if idle := s.idle(); idle > w.LostAfter {
+					s.lost.Store(true)
+					w.logf("worker: lost conductor %s: no call for %s with a run open; stopping its shards", s.remote, idle.Round(time.Second))
+					_ = conn.Close()
+					return
+				}
+			}
 		}
 	}()
 	srv.ServeConn(conn)
@@ -119,6 +142,97 @@ type session struct {
 	plans   []*plan.Plan
 	secrets map[string]bool
 	run     *shardRun
+
+	// wake ends a long poll (Figures) at once.
+	wake chan struct{}
+	// cmu guards the calls under way (their cancel functions by call
+	// number), the numbers cancelled before their call began, the time of
+	// the last call and how many run now.
+	cmu       sync.Mutex
+	calls     map[uint64]context.CancelFunc
+	cancelled map[uint64]bool
+	last      time.Time
+	active    int
+	lost      atomic.Bool
+}
+
+// begin runs a numbered call under a context that Cancel ends; end must be
+// called when the call returns.
+func (s *session) begin(c Call) (ctx context.Context, end func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	s.cmu.Lock()
+	s.active++
+	s.last = time.Now()
+	if c.ID != 0 {
+		if s.cancelled[c.ID] {
+			delete(s.cancelled, c.ID)
+			cancel()
+		}
+		s.calls[c.ID] = cancel
+	}
+	s.cmu.Unlock()
+	return ctx, func() {
+		s.cmu.Lock()
+		s.active--
+		s.last = time.Now()
+		delete(s.calls, c.ID)
+		s.cmu.Unlock()
+		cancel()
+	}
+}
+
+// Cancel ends the numbered call the conductor gave up on.
+func (s *session) Cancel(a *CancelArgs, _ *Empty) error {
+	s.touch()
+	s.cmu.Lock()
+	cancel := s.calls[a.ID]
+	if cancel == nil {
+		if len(s.cancelled) >= 1024 { // calls that had already returned
+			clear(s.cancelled)
+		}
+		s.cancelled[a.ID] = true
+	}
+	s.cmu.Unlock()
+	if cancel != nil {
+		cancel()
+		s.w.logf("worker: conductor %s gave up on call %d: cancelled", s.remote, a.ID)
+	}
+	return nil
+}
+
+// Wake ends a long poll under way (or the next one) at once: the
+// conductor wants the figures up to now.
+func (s *session) Wake(_ *Empty, _ *Empty) error {
+	s.touch()
+	s.poke()
+	return nil
+}
+
+func (s *session) poke() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (s *session) touch() {
+	s.cmu.Lock()
+	s.last = time.Now()
+	s.cmu.Unlock()
+}
+
+// idle is how long the conductor has made no call while a run is open
+// (0 when a call runs or no run is open).
+func (s *session) idle() time.Duration {
+	s.mu.Lock()
+	open := s.run != nil
+	s.mu.Unlock()
+	s.cmu.Lock()
+	defer s.cmu.Unlock()
+	if !open || s.active > 0 {
+		return 0
+	}
+	return time.Since(s.last)
 }
 
 // shardRun is one run's shards on this worker.
@@ -127,6 +241,7 @@ type shardRun struct {
 	shards  map[string]*shard
 	order   []string
 	shared  *workloads.Shared
+	packer  *workloads.Packer
 
 	fmu      sync.Mutex // one Figures at a time: deltas must not interleave
 	mu       sync.Mutex
@@ -177,12 +292,15 @@ func (s *session) Join(a *JoinArgs, r *JoinReply) error {
 
 // Clock returns the worker's clock.
 func (s *session) Clock(_ *Empty, r *ClockReply) error {
+	s.touch()
 	r.Now = time.Now().UnixNano()
 	return nil
 }
 
 // Open opens the run's targets and builds its shards.
 func (s *session) Open(a *OpenArgs, _ *Empty) error {
+	cctx, end := s.begin(a.Call)
+	defer end()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.joined || s.plans == nil {
@@ -195,7 +313,7 @@ func (s *session) Open(a *OpenArgs, _ *Empty) error {
 		s.closeRun()
 	}
 	p := s.plans[a.Run]
-	run := &shardRun{targets: map[string]drivers.Target{}, shards: map[string]*shard{}}
+	run := &shardRun{targets: map[string]drivers.Target{}, shards: map[string]*shard{}, packer: workloads.NewPacker()}
 	run.shared = &workloads.Shared{Run: a.RunID, Start: time.Unix(0, a.Start), Acct: workloads.NewAccounting(a.RunID),
 		Fail: func(err error) {
 			run.mu.Lock()
@@ -203,12 +321,15 @@ func (s *session) Open(a *OpenArgs, _ *Empty) error {
 				run.failure = s.redact(err.Error())
 			}
 			run.mu.Unlock()
+			s.poke()
 		},
 		Warn: func(msg string) {
 			run.mu.Lock()
 			run.warnings = append(run.warnings, s.redact(msg))
 			run.mu.Unlock()
-		}}
+			s.poke()
+		},
+		Changed: s.poke}
 	run.shared.Acct.TrackDeltas()
 	s.run = run
 	need := map[string]bool{}
@@ -230,9 +351,12 @@ func (s *session) Open(a *OpenArgs, _ *Empty) error {
 		if !need[t.Name] {
 			continue
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), s.w.ConnectTimeout)
+		ctx, cancel := context.WithTimeout(cctx, s.w.ConnectTimeout)
 		tg, err := t.Open(ctx)
 		cancel()
+		if cctx.Err() != nil {
+			return fmt.Errorf("opening target %q: cancelled by the conductor", t.Name)
+		}
 		if err != nil {
 			return fmt.Errorf("target %q (%s): %s", t.Name, t.Driver, s.redact(err.Error()))
 		}
@@ -265,12 +389,20 @@ func (s *session) current() (*shardRun, error) {
 
 // Start starts shards at the time given and returns the figures.
 func (s *session) Start(a *StartArgs, r *Figures) error {
+	ctx, end := s.begin(a.Call)
+	defer end()
 	run, err := s.current()
 	if err != nil {
 		return err
 	}
 	if d := time.Until(time.Unix(0, a.At)); d > 0 {
-		time.Sleep(min(d, time.Second))
+		t := time.NewTimer(min(d, time.Second))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return errors.New("start cancelled by the conductor")
+		}
 	}
 	errs := make([]error, len(a.Workloads))
 	var wg sync.WaitGroup
@@ -289,7 +421,7 @@ func (s *session) Start(a *StartArgs, r *Figures) error {
 		}()
 	}
 	wg.Wait()
-	*r = run.figures()
+	*r = run.figures(false)
 	r.Errors = errStrings(errs)
 	return nil
 }
@@ -306,30 +438,55 @@ func errStrings(errs []error) []string {
 
 // Stop stops shards and returns the figures, final for them.
 func (s *session) Stop(a *StopArgs, r *Figures) error {
+	cctx, end := s.begin(a.Call)
+	defer end()
 	run, err := s.current()
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(a.Timeout))
+	ctx, cancel := context.WithTimeout(cctx, time.Duration(a.Timeout))
 	defer cancel()
 	errs := run.stop(ctx, a.Workloads)
-	*r = run.figures()
+	*r = run.figures(false)
 	r.Errors = errStrings(errs)
 	return nil
 }
 
-// Figures returns what was measured since the previous call.
-func (s *session) Figures(_ *Empty, r *Figures) error {
+// Figures returns what was measured since the previous call, with what
+// the accounting learnt: at once, or as a long poll (FiguresArgs.Wait). A
+// long poll the conductor cancels takes nothing: what it would have
+// returned stays for the next call.
+func (s *session) Figures(a *FiguresArgs, r *Figures) error {
+	ctx, end := s.begin(a.Call)
+	defer end()
 	run, err := s.current()
 	if err != nil {
 		return err
 	}
-	*r = run.figures()
+	if a.Wait > 0 {
+		t := time.NewTimer(time.Duration(a.Wait))
+		select {
+		case <-t.C:
+		case <-s.wake:
+			t.Stop()
+		case <-ctx.Done():
+			t.Stop()
+			return errors.New("figures cancelled by the conductor")
+		}
+	} else {
+		// The figures asked for now include what a pending wake was for.
+		select {
+		case <-s.wake:
+		default:
+		}
+	}
+	*r = run.figures(true)
 	return nil
 }
 
 // Close stops the run's shards and closes its targets.
 func (s *session) Close(_ *Empty, _ *Empty) error {
+	s.touch()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.closeRun()
@@ -353,6 +510,14 @@ func (s *session) closeRun() {
 func (s *session) release() {
 	s.mu.Lock()
 	joined := s.joined
+	var running []string
+	if s.run != nil {
+		for _, name := range s.run.order {
+			if s.run.shards[name].w.Running() {
+				running = append(running, name)
+			}
+		}
+	}
 	s.closeRun()
 	s.mu.Unlock()
 	if !joined {
@@ -363,7 +528,14 @@ func (s *session) release() {
 		s.w.busy = ""
 	}
 	s.w.mu.Unlock()
-	s.w.logf("worker: conductor %s left", s.remote)
+	switch {
+	case len(running) > 0 && s.lost.Load():
+		s.w.logf("worker: conductor %s lost: stopped its shards of %s", s.remote, strings.Join(running, ", "))
+	case len(running) > 0:
+		s.w.logf("worker: conductor %s left with shards running: stopped its shards of %s", s.remote, strings.Join(running, ", "))
+	default:
+		s.w.logf("worker: conductor %s left", s.remote)
+	}
 }
 
 func (run *shardRun) stop(ctx context.Context, names []string) []error {
@@ -386,9 +558,10 @@ func (run *shardRun) stop(ctx context.Context, names []string) []error {
 	return errs
 }
 
-// figures takes every shard's delta. Running is read before the counters,
-// so a shard reported stopped has all its counts in this delta.
-func (run *shardRun) figures() Figures {
+// figures takes every shard's delta, and with acct what the accounting
+// learnt. Running is read before the counters, so a shard reported stopped
+// has all its counts in this delta.
+func (run *shardRun) figures(acct bool) Figures {
 	run.fmu.Lock()
 	defer run.fmu.Unlock()
 	f := Figures{Now: time.Now().UnixNano(), Workloads: make(map[string]ShardFigures, len(run.shards))}
@@ -404,11 +577,13 @@ func (run *shardRun) figures() Figures {
 		}
 		f.Workloads[name] = ShardFigures{Running: running, Delta: d, Gauges: rec.GaugeValues()}
 	}
-	acct, err := run.shared.Acct.Delta()
-	if err != nil {
-		run.shared.Warn(err.Error())
+	if acct {
+		d, err := run.shared.Acct.PackDelta(run.packer)
+		if err != nil {
+			run.shared.Warn(err.Error())
+		}
+		f.Acct = d
 	}
-	f.Acct = acct
 	run.mu.Lock()
 	f.Warnings, run.warnings = run.warnings, nil
 	f.Failure = run.failure
@@ -418,6 +593,8 @@ func (run *shardRun) figures() Figures {
 
 // Set changes a setting of a shard (a set step on the conductor).
 func (s *session) Set(a *SetArgs, r *Figures) error {
+	_, end := s.begin(a.Call)
+	defer end()
 	run, err := s.current()
 	if err != nil {
 		return err
@@ -432,7 +609,7 @@ func (s *session) Set(a *SetArgs, r *Figures) error {
 	}
 	if rr, ok := sh.w.(interface{ ResetRate(workloads.Rate) }); ok && a.Reset && a.Rate != nil {
 		rr.ResetRate(*a.Rate)
-		*r = run.figures()
+		*r = run.figures(false)
 		return nil
 	}
 	var v any
@@ -446,7 +623,7 @@ func (s *session) Set(a *SetArgs, r *Figures) error {
 	if err := st.Set(a.Key, v); err != nil {
 		r.Errors = []string{s.redact(err.Error())}
 	}
-	f := run.figures()
+	f := run.figures(false)
 	f.Errors = r.Errors
 	*r = f
 	return nil

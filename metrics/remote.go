@@ -54,11 +54,7 @@ func encodeDelta(got *hdr.Histogram) ([]byte, error) {
 	if got.TotalCount() == 0 {
 		return nil, nil
 	}
-	b, err := got.Encode(hdr.V2CompressedEncodingCookieBase)
-	if err != nil {
-		return nil, fmt.Errorf("encoding a latency histogram: %w", err)
-	}
-	return b, nil
+	return encodeV2(got), nil
 }
 
 // ApplyDelta adds a delta taken elsewhere to this recorder; offset is what

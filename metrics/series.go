@@ -102,11 +102,7 @@ func encodeHist(h *hdr.Histogram) string {
 	if h.TotalCount() == 0 {
 		return ""
 	}
-	b, err := h.Encode(hdr.V2CompressedEncodingCookieBase)
-	if err != nil {
-		return ""
-	}
-	return string(b)
+	return string(encodeV2(h))
 }
 
 // stateLocked is what a workload's line carries besides its point.

@@ -191,17 +191,29 @@ func (a *Accounting) ackAnonLocked(k destKey, n, bytes int64) {
 }
 
 func (a *Accounting) ackLocked(target, topic string, stream uint32, seq uint64, bytes int) {
-	a.sizes[stream] = bytes
-	d := a.destLocked(target, topic)
-	if !bitmap(d.acked, stream).CheckedAdd(seq) {
+	a.ackSeqLocked(a.destLocked(target, topic), stream, seq, bytes)
+}
+
+func (a *Accounting) ackSeqLocked(d *Dest, stream uint32, seq uint64, bytes int) {
+	if !a.ackDestLocked(d, stream, seq, bytes) {
 		return // acknowledged twice (a relay forwarding a duplicate)
 	}
 	for _, g := range d.groups {
 		g.expect(stream, seq, bytes)
 	}
+}
+
+// ackDestLocked records the acknowledgement at its destination only (its
+// groups expect it elsewhere) and reports whether it was new there.
+func (a *Accounting) ackDestLocked(d *Dest, stream uint32, seq uint64, bytes int) bool {
+	a.sizes[stream] = bytes
+	if !bitmap(d.acked, stream).CheckedAdd(seq) {
+		return false
+	}
 	if a.tracking {
 		bitmap(pendingFor(a.pendAck, d.key), stream).Add(seq)
 	}
+	return true
 }
 
 func pendingFor[K comparable](m map[K]map[uint32]*roaring64.Bitmap, k K) map[uint32]*roaring64.Bitmap {

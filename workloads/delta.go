@@ -206,23 +206,28 @@ func (a *Accounting) ackBitmapLocked(k destKey, stream uint32, b *roaring64.Bitm
 	// containers adds value by value, its union merges the runs.
 	d.acked[stream] = roaring64.Or(acked, b)
 	for _, g := range d.groups {
-		exp := bitmap(g.expected, stream)
-		fresh := roaring64.AndNot(b, exp) // not acknowledged to another destination the group reads
-		n := int64(fresh.GetCardinality())
-		if n == 0 {
-			continue
-		}
-		g.expected[stream] = roaring64.Or(exp, fresh)
-		g.expectedN += n
-		g.expectedB += n * int64(bytes)
-		if seen := g.seen[stream]; seen != nil {
-			m := int64(fresh.AndCardinality(seen))
-			g.matchedN += m
-			g.matchedB += m * int64(bytes)
-		}
+		g.expectBitmap(stream, b, bytes)
 	}
 	if a.tracking {
 		bitmap(pendingFor(a.pendAck, d.key), stream).Or(b)
+	}
+}
+
+// expectBitmap is expect for every sequence number in b.
+func (g *Group) expectBitmap(stream uint32, b *roaring64.Bitmap, bytes int) {
+	exp := bitmap(g.expected, stream)
+	fresh := roaring64.AndNot(b, exp) // not acknowledged to another destination the group reads
+	n := int64(fresh.GetCardinality())
+	if n == 0 {
+		return
+	}
+	g.expected[stream] = roaring64.Or(exp, fresh)
+	g.expectedN += n
+	g.expectedB += n * int64(bytes)
+	if seen := g.seen[stream]; seen != nil {
+		m := int64(fresh.AndCardinality(seen))
+		g.matchedN += m
+		g.matchedB += m * int64(bytes)
 	}
 }
 

@@ -7,7 +7,7 @@
 # RATE_PER_WORKER msg/s on each for SECONDS, and prints the CPU seconds of
 # the conductor and of the workers (from /proc), the conductor's CPU as a
 # share of the workers', and the control traffic: the bytes the conductor
-# received from the workers (their figures every 200 ms) and sent them
+# received from the workers (their figures, in a long poll) and sent them
 # during the run, from the report's workers list, per second of the run;
 # and the start skew: how far apart the workers' first acknowledged
 # messages are, on the conductor's clock.
