@@ -160,29 +160,40 @@ type line struct {
 	gaps bool
 }
 
-func chartPanels(run *results.Run) ([]*plot.Plot, error) {
+// panelSpec is one panel of the chart: its y axis and its curves.
+type panelSpec struct {
+	ylabel string
+	lines  []line
+}
+
+// chartLines are the chart's panels with their curves, empty ones left out.
+func chartLines(run *results.Run) []panelSpec {
 	var rates, backlog, latency []line
 	for _, n := range seriesOrder(run) {
 		pts := run.Metrics.Series[n]
 		role := run.Role(n)
 		if role.Sends {
-			rates = append(rates, line{name: n + " sent", pts: pts, value: func(p metrics.Point) float64 { return p.SendRate }})
-			latency = append(latency, line{name: n + " p99 to ack", pts: pts, value: func(p metrics.Point) float64 { return p.P99 }, gaps: true})
+			rates = append(rates, line{name: n + " acked", pts: pts, value: func(p metrics.Point) float64 { return p.SendRate }})
+			latency = append(latency, line{name: n + " send p99", pts: pts, value: func(p metrics.Point) float64 { return p.P99 }, gaps: true})
 		}
 		if role.Receives {
 			rates = append(rates, line{name: n + " received", pts: pts, value: func(p metrics.Point) float64 { return p.RecvRate }, dashed: role.Relays()})
 			backlog = append(backlog, line{name: n, pts: pts, value: func(p metrics.Point) float64 { return float64(p.Backlog.Messages) }})
-			latency = append(latency, line{name: n + " p99 end to end", pts: pts, value: func(p metrics.Point) float64 { return p.E2EP99 }, gaps: true, dashed: role.Relays()})
+			latency = append(latency, line{name: n + " e2e p99", pts: pts, value: func(p metrics.Point) float64 { return p.E2EP99 }, gaps: true, dashed: role.Relays()})
 		}
 	}
-	var panels []*plot.Plot
-	for _, spec := range []struct {
-		ylabel string
-		lines  []line
-	}{{"messages/s", rates}, {"backlog (messages)", backlog}, {"p99 latency (ms)", latency}} {
-		if len(spec.lines) == 0 {
-			continue
+	var specs []panelSpec
+	for _, spec := range []panelSpec{{"messages/s", rates}, {"backlog (messages)", backlog}, {"p99 latency (ms)", latency}} {
+		if len(spec.lines) > 0 {
+			specs = append(specs, spec)
 		}
+	}
+	return specs
+}
+
+func chartPanels(run *results.Run) ([]*plot.Plot, error) {
+	var panels []*plot.Plot
+	for _, spec := range chartLines(run) {
 		p, err := panel(spec.ylabel, spec.lines)
 		if err != nil {
 			return nil, err

@@ -475,3 +475,23 @@ func TestRegistered(t *testing.T) {
 		}
 	}
 }
+
+// The chart's legend names what each curve is: the rate of a sending
+// workload is of acknowledged messages, each latency says which it is.
+func TestChartLegend(t *testing.T) {
+	res := syntheticResult([]string{""}, 1)
+	var got []string
+	for _, spec := range chartLines(&res.Runs[0]) {
+		for _, l := range spec.lines {
+			got = append(got, spec.ylabel+": "+l.name)
+		}
+	}
+	want := []string{
+		"messages/s: producer acked", "messages/s: consumer received", "messages/s: mirror acked", "messages/s: mirror received",
+		"backlog (messages): consumer", "backlog (messages): mirror",
+		"p99 latency (ms): producer send p99", "p99 latency (ms): consumer e2e p99", "p99 latency (ms): mirror send p99", "p99 latency (ms): mirror e2e p99",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("legend:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
