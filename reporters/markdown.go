@@ -196,7 +196,7 @@ var runSections = []struct {
 // SearchTable is a row per trial of every search step, then the rate each
 // search confirmed.
 func SearchTable(run *results.Run) ([]string, [][]string) {
-	header := []string{"search", "trial", "target msg/s", "measured s", "acked", "achieved msg/s", "p99 ms", "failed", "result", "detail"}
+	header := []string{"search", "trial", "target msg/s", "measured s", "acked", "achieved msg/s", "send p99 ms", "failed", "result", "detail"}
 	var rows [][]string
 	for _, s := range run.Searches {
 		n, c := 0, 0
@@ -282,13 +282,24 @@ func workloadNames(run *results.Run, has func(metrics.Role) bool) []string {
 func sends(r metrics.Role) bool    { return r.Sends }
 func receives(r metrics.Role) bool { return r.Receives }
 
+// latHeader are the headings of lat's columns for a latency named which
+// (send or e2e).
+func latHeader(which string) []string {
+	var h []string
+	for _, f := range []string{"avg", "p50", "p95", "p99", "p99.9", "max"} {
+		h = append(h, which+" "+f+" ms")
+	}
+	return h
+}
+
 func lat(l metrics.Latency) []string {
 	return []string{F(l.Avg, 2), F(l.P50, 2), F(l.P95, 2), F(l.P99, 2), F(l.P999, 2), F(l.Max, 2)}
 }
 
 // ProduceTable is a row per phase and producing workload.
 func ProduceTable(run *results.Run) ([]string, [][]string) {
-	header := []string{"phase", "workload", "duration s", "acked", "msg/s", "max msg/s", "MB/s", "avg", "p50", "p95", "p99", "p99.9", "max", "failed"}
+	header := append([]string{"phase", "workload", "duration s", "acked", "msg/s", "max msg/s", "MB/s"}, latHeader("send")...)
+	header = append(header, "failed")
 	var rows [][]string
 	names := workloadNames(run, sends)
 	for _, ph := range run.Metrics.Phases {
@@ -307,8 +318,8 @@ func ProduceTable(run *results.Run) ([]string, [][]string) {
 
 // ConsumeTable is a row per phase and receiving workload.
 func ConsumeTable(run *results.Run) ([]string, [][]string) {
-	header := []string{"phase", "workload", "duration s", "received", "distinct", "msg/s", "max msg/s", "MB/s", "avg", "p50", "p95", "p99", "p99.9", "max",
-		"backlog msgs", "in flight", "lost", "backlog MB", "broker lag", "dup", "reordered"}
+	header := append([]string{"phase", "workload", "duration s", "received", "distinct", "msg/s", "max msg/s", "MB/s"}, latHeader("e2e")...)
+	header = append(header, "backlog msgs", "in flight", "lost", "backlog MB", "broker lag", "dup", "reordered")
 	var rows [][]string
 	names := workloadNames(run, receives)
 	for _, ph := range run.Metrics.Phases {
@@ -364,19 +375,30 @@ func ExtraTable(run *results.Run) ([]string, [][]string) {
 	return header, rows
 }
 
-// RunsTable is a row per matrix combination and workload, whole-run figures.
+// RunsTable is a row per matrix combination and workload, whole-run
+// figures: the send latency of what a workload sends, the end-to-end
+// latency of what it receives (a relay has both).
 func RunsTable(res *results.Result) ([]string, [][]string) {
-	header := []string{"run", "status", "workload", "messages", "avg msg/s", "max msg/s", "MB/s", "failed", "p99 ms", "max ms"}
+	header := []string{"run", "status", "workload", "messages", "avg msg/s", "max msg/s", "MB/s", "failed", "send p99 ms", "send max ms", "e2e p99 ms", "e2e max ms"}
 	var rows [][]string
 	for i := range res.Runs {
 		run := &res.Runs[i]
 		for _, n := range run.Metrics.Order {
 			s := run.Metrics.Workloads[n]
-			l, msgs, mbps := s.Latency, s.Acked, s.SendMBps
-			if !run.Role(n).Produces() {
-				l, msgs, mbps = s.E2E, s.Received, s.RecvMBps
+			role := run.Role(n)
+			msgs, mbps := s.Acked, s.SendMBps
+			if !role.Produces() {
+				msgs, mbps = s.Received, s.RecvMBps
 			}
-			rows = append(rows, []string{run.Label, run.Status, n, I(msgs), F(s.Rate, 1), F(s.MaxRate, 0), F(mbps, 2), I(s.Failed), F(l.P99, 2), F(l.Max, 2)})
+			send, e2e := []string{"", ""}, []string{"", ""}
+			if role.Sends {
+				send = []string{F(s.Latency.P99, 2), F(s.Latency.Max, 2)}
+			}
+			if role.Receives {
+				e2e = []string{F(s.E2E.P99, 2), F(s.E2E.Max, 2)}
+			}
+			row := []string{run.Label, run.Status, n, I(msgs), F(s.Rate, 1), F(s.MaxRate, 0), F(mbps, 2), I(s.Failed)}
+			rows = append(rows, append(append(row, send...), e2e...))
 		}
 	}
 	return header, rows

@@ -2,6 +2,8 @@ package reporters
 
 import (
 	"bytes"
+	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/planrun/planrun/results"
@@ -39,4 +41,38 @@ func TestMarkdownWorkersGolden(t *testing.T) {
 	var b bytes.Buffer
 	Render(&b, res)
 	golden(t, "workers.md", b.Bytes())
+}
+
+// Every latency column says which latency it holds: send (intended send
+// time to the broker's ack) or e2e (intended send time to receipt).
+func TestLatencyColumnsSayWhichLatency(t *testing.T) {
+	res := syntheticResult([]string{"size=1KB", "size=2KB"}, 1)
+	run := &res.Runs[0]
+	run.Searches = []results.Search{{Name: "search", Rate: 1000, Found: 1000, Trials: []results.SearchTrial{{Rate: 1000, Seconds: 5, Acked: 5000, Achieved: 1000, P99: 3, Passed: true}}}}
+	latency := regexp.MustCompile(`(^|[ _])(avg|p50|p95|p99|p99\.9|max)([ _]ms)?$`)
+	runs := func(*results.Run) ([]string, [][]string) { return RunsTable(res) }
+	csvHeader := func(*results.Run) ([]string, [][]string) { return seriesRows(res)[0], nil }
+	for _, tc := range []struct {
+		name  string
+		table func(*results.Run) ([]string, [][]string)
+	}{
+		{"produce", ProduceTable}, {"consume", ConsumeTable}, {"runs", runs}, {"search", SearchTable}, {"csv", csvHeader},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			header, _ := tc.table(run)
+			n := 0
+			for _, h := range header {
+				if !latency.MatchString(h) {
+					continue
+				}
+				n++
+				if !strings.HasPrefix(h, "send ") && !strings.HasPrefix(h, "e2e ") && !strings.HasPrefix(h, "send_") && !strings.HasPrefix(h, "e2e_") {
+					t.Errorf("column %q does not say which latency it holds (send or e2e)", h)
+				}
+			}
+			if n == 0 {
+				t.Errorf("no latency column in %v", header)
+			}
+		})
+	}
 }
