@@ -311,10 +311,11 @@ func TestCompare(t *testing.T) {
 			"| steady | producer | failed | 2 | 2 | 0.0% |",
 			"| backlog | consumer | e2e.p99 | n/a | n/a | |",
 			"| warm | host.cpu | 20.00 | 25.00 | +25.0% |",
-		}, notWant: []string{"| consumer | failed |", "| consumer | p99 |", "| producer | e2e.p99 |"}},
+		}, notWant: []string{"| consumer | failed |", "| consumer | p99 |", "| consumer | send.p99 |", "| producer | e2e.p99 |"}},
 		{golden: "compare.md", want: []string{
 			"| warm | producer | msg/s | 250.00 | 312.50 | +25.0% |",
 			"| warm | consumer | e2e.p99 | 15.00 | 18.75 | +25.0% |",
+			"| warm | producer | send.p99 | 5.00 | 6.25 | +25.0% |",
 			"| warm | host.cpu | 20.00 | 25.00 | +25.0% |",
 			"- phase cool-down of run size=1KB is only in B",
 			"- run size=10KB is only in A",
@@ -325,7 +326,8 @@ func TestCompare(t *testing.T) {
 			"| backlog | producer | msg/s |",                                        // unchanged
 			"| mirror | msg/s | 0.00 | 0.00 |",                                      // zero on both sides
 			"| n/a |",                                                               // n/a on a side
-			"| consumer | failed |", "| consumer | p99 |", "| producer | e2e.p99 |", // not the role's
+			"| consumer | failed |", "| consumer | send.p99 |", "| producer | e2e.p99 |", // not the role's
+			"| producer | p99 |", // unlabelled
 		}},
 	} {
 		var out bytes.Buffer
@@ -383,17 +385,21 @@ func TestCompareFailIf(t *testing.T) {
 		fails []string // the rows named, in order
 		err   string   // the error, when a rule names nothing
 	}{
-		{name: "p99 worse", set: worse, rules: []string{"p99 > +10%"}, fails: []string{"cold-read/producer.p99"}},
+		{name: "p99 worse", set: worse, rules: []string{"p99 > +10%"}, fails: []string{"cold-read/producer.send.p99"}},
+		// The send latency prints as send.p99; p99 is the same figure.
+		{name: "send p99 worse", set: worse, rules: []string{"send.p99 > +10%"}, fails: []string{"cold-read/producer.send.p99"}},
+		{name: "send p99 qualified", set: worse, rules: []string{"cold-read/producer.send.p99 > +1ms", "producer.send.max > +1ms"}, fails: []string{"cold-read/producer.send.p99"}},
 		{name: "e2e within", set: worse, rules: []string{"e2e.p99 > +10%"}},
 		{name: "e2e absolute", set: worse, rules: []string{"e2e.p99 > +0.5ms"}, fails: []string{"cold-read/consumer.e2e.p99"}},
 		{name: "rate drop", set: worse, rules: []string{"msg/s < -5%"}, fails: []string{"cold-read/consumer.msg/s"}},
 		{name: "qualified", set: worse, rules: []string{"warm/producer.p99 > +1%", "cold-read/consumer.msg/s < -11%", "producer.p99 > +2ms"}},
-		{name: "workload qualified", set: worse, rules: []string{"producer.p99 > +1ms"}, fails: []string{"cold-read/producer.p99"}},
+		{name: "workload qualified", set: worse, rules: []string{"producer.p99 > +1ms"}, fails: []string{"cold-read/producer.send.p99"}},
 		{name: "from zero", set: func(p, c *metrics.Stats) { p.Failed = 3 }, rules: []string{"failed > +10%"}, fails: []string{"cold-read/producer.failed"}},
 		{name: "zero to zero holds", set: func(p, c *metrics.Stats) {}, rules: []string{"failed > +10%", "failed > 0"}},
 		{name: "n/a in B", set: func(p, c *metrics.Stats) { c.E2E.P99 = metrics.NA }, rules: []string{"e2e.p99 > +10%"}, fails: []string{"cold-read/consumer.e2e.p99"}},
 		{name: "typo", set: worse, rules: []string{"p99 > +10%", "prodcer.p99 > +10%"}, err: `"prodcer.p99 > +10%"`},
 		{name: "no send latency for consumers", set: worse, rules: []string{"consumer.p99 > +10%"}, err: "names no figure"},
+		{name: "no send.p99 for consumers", set: worse, rules: []string{"consumer.send.p99 > +10%"}, err: "names no figure"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a, b := compareResults(tc.set)
