@@ -322,10 +322,10 @@ func TestCompare(t *testing.T) {
 			"- run size=100KB is only in B",
 			"(--all shows them)",
 		}, notWant: []string{
-			"| failed | 1 | 1 |",                                                    // unchanged
-			"| backlog | producer | msg/s |",                                        // unchanged
-			"| mirror | msg/s | 0.00 | 0.00 |",                                      // zero on both sides
-			"| n/a |",                                                               // n/a on a side
+			"| failed | 1 | 1 |",                                                         // unchanged
+			"| backlog | producer | msg/s |",                                             // unchanged
+			"| mirror | msg/s | 0.00 | 0.00 |",                                           // zero on both sides
+			"| n/a |",                                                                    // n/a on a side
 			"| consumer | failed |", "| consumer | send.p99 |", "| producer | e2e.p99 |", // not the role's
 			"| producer | p99 |", // unlabelled
 		}},
