@@ -19,7 +19,7 @@ func TestMarkdownGolden(t *testing.T) {
 	res.Tables = []results.Table{
 		{Title: "Per run", Columns: []string{"size", "produce msg/s", "max msg/s"}, Rows: [][]string{{"1KB", "1000", "1100"}, {"2KB", "1500", "1650"}}},
 		{Title: "Per phase", Columns: []string{"size", "phase", "consume msg/s"}, Rows: [][]string{{"1KB", "warm", "990"}, {"1KB", "cold-read", "5000"}}},
-		{Title: "Table 7", Transpose: true, Columns: []string{"phase", "produce msg/s", "CPU %"}, Rows: [][]string{{"warm", "1000", "40.0"}, {"cold-read", "900", "88.5"}}},
+		{Title: "Table 7", Transpose: true, Columns: []string{"figure", "produce msg/s", "CPU %"}, Rows: [][]string{{"warm", "1000", "40.0"}, {"cold-read", "900", "88.5"}}},
 	}
 	var b bytes.Buffer
 	Render(&b, res)
