@@ -135,6 +135,9 @@ func Render(w io.Writer, res *results.Result) {
 			}
 			fmt.Fprint(w, "\n\n")
 		}
+		if len(run.Metrics.Phases) == 0 {
+			fmt.Fprintf(w, "No phases: %s.\n\n", noPhasesWhy(run.Status))
+		}
 		for _, sec := range runSections {
 			if h, rows := sec.table(&run); len(rows) > 0 {
 				fmt.Fprintf(w, "%s:\n\n", sec.intro)
@@ -175,6 +178,18 @@ func Render(w io.Writer, res *results.Result) {
 			fmt.Fprintln(w)
 		}
 	}
+}
+
+// noPhasesWhy says why a run has no phase: a phase is kept when a step
+// named it or a workload counted a message in it.
+func noPhasesWhy(status string) string {
+	switch status {
+	case results.Failed:
+		return "the run failed before it measured anything"
+	case results.Interrupted:
+		return "the run was interrupted before it measured anything"
+	}
+	return "no workload sent or received a message and no step named a phase"
 }
 
 // runSections are the tables of each run, in order, with the line that

@@ -76,3 +76,30 @@ func TestLatencyColumnsSayWhichLatency(t *testing.T) {
 		})
 	}
 }
+
+// A run that ends before it measured anything says why its section has no
+// phase tables, rather than leaving it empty.
+func TestMarkdownRunWithoutPhases(t *testing.T) {
+	for _, tc := range []struct {
+		name, status, err string
+		want             string
+	}{
+		{"setup failed", results.Failed, "target mq: dial tcp 127.0.0.1:1: connection refused",
+			"## Phases\n\nStatus: **failed**: target mq: dial tcp 127.0.0.1:1: connection refused\n\nNo phases: the run failed before it measured anything.\n\n"},
+		{"interrupted", results.Interrupted, "interrupted by signal",
+			"## Phases\n\nStatus: **interrupted**: interrupted by signal\n\nNo phases: the run was interrupted before it measured anything.\n\n"},
+		{"nothing measured", results.Passed, "",
+			"## Phases\n\nNo phases: no workload sent or received a message and no step named a phase.\n\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := &results.Result{Plan: "p", Status: tc.status, Error: tc.err,
+				Runs: []results.Run{{Status: tc.status, Error: tc.err}}}
+			var b bytes.Buffer
+			Render(&b, res)
+			_, section, _ := strings.Cut(b.String(), "## Phases")
+			if "## Phases"+section != tc.want {
+				t.Errorf("section:\n%q\nwant\n%q", "## Phases"+section, tc.want)
+			}
+		})
+	}
+}
