@@ -147,20 +147,13 @@ func buildTables(plans []*plan.Plan, runs []results.Run) []results.Table {
 				if len(spec.Phases) > 0 && !slices.Contains(spec.Phases, ph.Name) {
 					continue
 				}
-				name := phaseLabel(ph.Name)
+				name := metrics.PhaseLabel(ph.Name)
 				t.Rows = append(t.Rows, append(key(&name), cells(spec, phaseEnv(p, run, ph))...))
 			}
 		}
 		out = append(out, t)
 	}
 	return out
-}
-
-func phaseLabel(name string) string {
-	if name == "" {
-		return "(before first phase)"
-	}
-	return name
 }
 
 func cells(spec plan.TableSpec, env map[string]any) []string {

@@ -71,3 +71,44 @@ progress: 0s
 		})
 	}
 }
+
+// Steps before the first phase: their messages go to a phase named start,
+// in the results, the plan's tables and the report.
+func TestStepsBeforeTheFirstPhase(t *testing.T) {
+	y := `name: t
+targets:
+  mq: { driver: memory }
+workloads:
+  producer: { produce: { topic: a, rate: 1000, count: 100 } }
+progress: 0s
+steps:
+  - start: producer
+  - wait: producer.acked >= 20
+    timeout: 10s
+  - phase: rest
+  - wait: "!producer.running"
+    timeout: 10s
+report:
+  tables:
+    - columns:
+        - { name: acked, value: producer.acked }
+`
+	res := execute(t, context.Background(), y)
+	var names []string
+	acked := int64(0)
+	for _, ph := range res.Runs[0].Metrics.Phases {
+		names = append(names, ph.Name)
+		acked += ph.Workloads["producer"].Acked
+	}
+	if strings.Join(names, ",") != "start,rest" || res.Runs[0].Metrics.Phases[0].Workloads["producer"].Acked < 20 || acked != 100 {
+		t.Errorf("phases %q, %d acked in all", names, acked)
+	}
+	if tb := res.Tables[0]; len(tb.Rows) != 2 || tb.Rows[0][0] != "start" {
+		t.Errorf("table rows %q", tb.Rows)
+	}
+	var b strings.Builder
+	reporters.Render(&b, res)
+	if !strings.Contains(b.String(), "| start ") || strings.Contains(b.String(), "before first phase") {
+		t.Errorf("report:\n%s", b.String())
+	}
+}

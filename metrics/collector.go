@@ -147,6 +147,7 @@ type Collector struct {
 	byName  map[string]*track
 	phases  []Phase
 	cur     Phase
+	opening bool // cur is the opening phase
 	curAt   time.Time
 	extras  []ExtraSampler
 	extra   map[string]float64
@@ -183,10 +184,31 @@ type ExtraPoint struct {
 	Values map[string]float64 `json:"values"`
 }
 
-// NewCollector starts a run's collection at now with an unnamed first phase.
+// OpeningPhase names the phase a run opens with: what steps before the
+// first one that names a phase measure.
+const OpeningPhase = "start"
+
+// PhaseLabel is how reports name a phase: a result saved before the
+// opening phase had a name has it unnamed.
+func PhaseLabel(name string) string {
+	if name == "" {
+		return OpeningPhase
+	}
+	return name
+}
+
+// keepPhase says whether a closed phase is kept: a phase the plan named,
+// or one in which something happened. The opening phase (and the trailing
+// one Finish opens) is dropped when nothing happened in it.
+func keepPhase(p Phase, opening bool) bool {
+	return (p.Name != "" && !opening) || hasActivity(p)
+}
+
+// NewCollector starts a run's collection at now with the opening phase.
 func NewCollector(now time.Time) *Collector {
 	c := &Collector{start: now, byName: map[string]*track{}, runExt: map[string]*Gauge{}, phExt: map[string]*Gauge{}}
-	c.cur = Phase{Name: "", Start: 0}
+	c.cur = Phase{Name: OpeningPhase, Start: 0}
+	c.opening = true
 	c.curAt, c.sampledAt = now, now
 	return c
 }
@@ -200,6 +222,7 @@ func (c *Collector) Add(r *Recorder) {
 	defer c.mu.Unlock()
 	t := &track{rec: r, prev: r.Counters(), prevAt: c.start, run: newHists(), phase: newHists()}
 	t.phaseStart, t.last = t.prev, t.prev
+	r.setPhase(c.cur.Name)
 	if c.sink != nil {
 		r.keepEventsForFile()
 	}
@@ -342,9 +365,10 @@ func (c *Collector) StartPhase(name string, now time.Time) {
 	defer c.mu.Unlock()
 	c.sampleLocked(now, nil, true)
 	closed := c.closePhaseLocked(now, true)
-	if closed.Name != "" || hasActivity(closed) {
+	if keepPhase(closed, c.opening) {
 		c.phases = append(c.phases, closed)
 	}
+	c.opening = false
 	c.cur = Phase{Name: name, Start: now.Sub(c.start).Seconds()}
 	c.curAt, c.sampledAt = now, now
 	if c.sink != nil && c.headerDone {

@@ -144,6 +144,7 @@ type replay struct {
 	phases    []Phase
 	cur       Phase
 	curOpen   bool
+	opening   bool // cur is the opening phase
 	works     map[string]*replayTrack
 	extraRun  map[string]*Gauge
 	extraPh   map[string]*Gauge
@@ -213,7 +214,11 @@ func newReplay(h SeriesHeader) *replay {
 		rp.works[name] = &replayTrack{name: name, role: h.Roles[name], run: newHists(), phase: newHists(),
 			rec: NewRecorder(name, h.Kinds[name], h.Roles[name])}
 	}
-	rp.curOpen = true
+	rp.cur = Phase{Name: OpeningPhase}
+	rp.curOpen, rp.opening = true, true
+	for _, t := range rp.works {
+		t.rec.setPhase(OpeningPhase)
+	}
 	return rp
 }
 
@@ -343,10 +348,10 @@ func (rp *replay) closePhase(end float64) {
 		p.Workloads[name] = s
 	}
 	p.Extra = gaugeCopy(rp.extraPh)
-	if p.Name != "" || hasActivity(p) {
+	if keepPhase(p, rp.opening) {
 		rp.phases = append(rp.phases, p)
 	}
-	rp.curOpen = false
+	rp.curOpen, rp.opening = false, false
 }
 
 func (rp *replay) finish() SeriesRun {

@@ -276,12 +276,7 @@ func F(v float64, d int) string {
 // I formats an integer.
 func I(v int64) string { return strconv.FormatInt(v, 10) }
 
-func phaseName(n string) string {
-	if n == "" {
-		return "(before first phase)"
-	}
-	return n
-}
+func phaseName(n string) string { return metrics.PhaseLabel(n) }
 
 // workloadNames lists the run's workloads whose role has the ability.
 func workloadNames(run *results.Run, has func(metrics.Role) bool) []string {
