@@ -82,7 +82,7 @@ func TestLatencyColumnsSayWhichLatency(t *testing.T) {
 func TestMarkdownRunWithoutPhases(t *testing.T) {
 	for _, tc := range []struct {
 		name, status, err string
-		want             string
+		want              string
 	}{
 		{"setup failed", results.Failed, "target mq: dial tcp 127.0.0.1:1: connection refused",
 			"## Phases\n\nStatus: **failed**: target mq: dial tcp 127.0.0.1:1: connection refused\n\nNo phases: the run failed before it measured anything.\n\n"},
