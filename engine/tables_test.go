@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/planrun/planrun/reporters"
+	"github.com/planrun/planrun/results"
 )
 
 // A transposed plan table has a row per column expression: its first
@@ -85,6 +86,7 @@ steps:
   - start: producer
   - wait: producer.acked >= 20
     timeout: 10s
+  - assert: phase.name == "start"
   - phase: rest
   - wait: "!producer.running"
     timeout: 10s
@@ -94,6 +96,9 @@ report:
         - { name: acked, value: producer.acked }
 `
 	res := execute(t, context.Background(), y)
+	if res.Status != results.Passed {
+		t.Errorf("status %s: %+v", res.Status, res.Runs[0].Asserts)
+	}
 	var names []string
 	acked := int64(0)
 	for _, ph := range res.Runs[0].Metrics.Phases {
