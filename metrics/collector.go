@@ -137,6 +137,10 @@ type track struct {
 	phaseMax  peaks
 	runMax    peaks
 	series    []Point
+	// The driver gauges of the last point taken while the workload ran
+	// (not being stopped), in the phase and in the run.
+	phaseGauges, runGauges map[string]float64
+	phaseLive, runLive     bool
 }
 
 // Collector samples recorders every second into series, phases and run totals.
@@ -295,6 +299,9 @@ func (c *Collector) sampleLocked(now time.Time, extra map[string]float64, last b
 		if at := t.rec.lagAt.Load(); at != 0 {
 			p.LagAt = time.Unix(0, at).Sub(c.start).Seconds()
 		}
+		// Read after the gauges: a stop under way when they were read
+		// shows here.
+		running, stopping := t.rec.running.Load(), t.rec.stopping.Load()
 		p.setCounts(cur.Sub(t.prev), dt)
 		raw, emit, joins := p, true, false
 		switch {
@@ -313,6 +320,10 @@ func (c *Collector) sampleLocked(now time.Time, extra map[string]float64, last b
 			t.phasePts++
 		}
 		if emit {
+			if running && !stopping {
+				t.phaseGauges, t.phaseLive = raw.Gauges, true
+				t.runGauges, t.runLive = raw.Gauges, true
+			}
 			t.sendRate, t.recvRate, t.sendMBps, t.recvMBps = p.SendRate, p.RecvRate, p.SendMBps, p.RecvMBps
 			t.phaseMax.see(p)
 			t.runMax.see(p)
@@ -321,7 +332,7 @@ func (c *Collector) sampleLocked(now time.Time, extra map[string]float64, last b
 		t.last = t.prev
 		if c.sink != nil {
 			// A sample that makes no point still writes what it measured.
-			line := SeriesLine{Run: c.label, Workload: t.rec.Name, Point: Point{T: ts, Phase: c.cur.Name}, State: c.stateLocked(t, cur, iv, acks, recvs)}
+			line := SeriesLine{Run: c.label, Workload: t.rec.Name, Point: Point{T: ts, Phase: c.cur.Name}, State: c.stateLocked(t, cur, iv, acks, recvs, running, stopping)}
 			if emit {
 				// The file keeps the interval's own point; reading it joins
 				// it to the previous one as here.
@@ -381,6 +392,7 @@ func (c *Collector) StartPhase(name string, now time.Time) {
 		// points add up to it.
 		t.phaseStart = t.last
 		t.phaseSpan, t.phasePts, t.phaseMax = [2]Span{}, 0, peaks{}
+		t.phaseGauges, t.phaseLive = nil, false
 	}
 	c.phExt = map[string]*Gauge{}
 }
@@ -411,6 +423,9 @@ func (c *Collector) closePhaseLocked(now time.Time, atCut bool) Phase {
 		}
 		d := cur.Sub(t.phaseStart)
 		s := c.statsLocked(t, d, t.phase, now)
+		if atCut && t.phaseLive {
+			s.Gauges = t.phaseGauges
+		}
 		s.windowRates(d, dur, spans)
 		t.phaseMax.set(&s)
 		if dur < 1 {
@@ -521,6 +536,9 @@ func (c *Collector) snapshotLocked(now time.Time, withSeries, atCut bool) Snapsh
 			cur = t.rec.Counters()
 		}
 		st := c.statsLocked(t, cur, t.run, now)
+		if atCut && t.runLive {
+			st.Gauges = t.runGauges
+		}
 		st.SendRate, st.RecvRate, st.SendMBps, st.RecvMBps = t.sendRate, t.recvRate, t.sendMBps, t.recvMBps
 		t.runMax.set(&st)
 		st.FillRate(t.rec.Role)

@@ -54,7 +54,10 @@ type SeriesHeader struct {
 // it measured since the previous line.
 type SeriesState struct {
 	Counters
-	Running     bool    `json:"running,omitempty"`
+	Running bool `json:"running,omitempty"`
+	// Stopping: the plan is stopping the workload (its gauges are no
+	// longer what it ran with).
+	Stopping    bool    `json:"stopping,omitempty"`
 	Lost        int64   `json:"lost,omitempty"`
 	LastLatency float64 `json:"last_latency_ms,omitempty"`
 	FirstAt     float64 `json:"first_at_s,omitempty"`
@@ -110,9 +113,9 @@ func encodeHist(h *hdr.Histogram) string {
 }
 
 // stateLocked is what a workload's line carries besides its point.
-func (c *Collector) stateLocked(t *track, cur Counters, iv hists, acks, recvs Span) *SeriesState {
+func (c *Collector) stateLocked(t *track, cur Counters, iv hists, acks, recvs Span, running, stopping bool) *SeriesState {
 	r := t.rec
-	s := &SeriesState{Counters: cur, Running: r.running.Load(), Lost: r.lostValue(),
+	s := &SeriesState{Counters: cur, Running: running, Stopping: stopping, Lost: r.lostValue(),
 		LastLatency: float64(r.lastLatency.Load()) / 1e6, Send: encodeHist(iv.send), E2E: encodeHist(iv.e2e),
 		Events: r.takeFileEvents(), Outages: r.tallies()}
 	if acks.First != 0 {
@@ -165,6 +168,10 @@ type replayTrack struct {
 	spans      [2]Span // acks, receipts of the phase
 	run, phase hists
 	series     []Point
+	// The driver gauges of the last point taken while the workload ran,
+	// as the collector keeps them.
+	phaseGauges, runGauges map[string]float64
+	phaseLive, runLive     bool
 	// rec replays the connection events, which make up the outages.
 	rec *Recorder
 }
@@ -241,6 +248,7 @@ func (rp *replay) line(l SeriesLine) error {
 			t.phaseStart = t.pointEnd
 			t.phase = newHists()
 			t.phaseMax, t.spans = peaks{}, [2]Span{}
+			t.phaseGauges, t.phaseLive = nil, false
 		}
 		rp.extraPh = map[string]*Gauge{}
 	case l.Workload != "":
@@ -273,6 +281,10 @@ func (rp *replay) line(l SeriesLine) error {
 				t.series[len(t.series)-1].add(l.Point)
 			} else {
 				t.series = append(t.series, l.Point)
+			}
+			if l.State != nil && l.State.Running && !l.State.Stopping {
+				t.phaseGauges, t.phaseLive = l.Point.Gauges, true
+				t.runGauges, t.runLive = l.Point.Gauges, true
 			}
 			p := t.series[len(t.series)-1]
 			t.lastPoint = p
@@ -338,6 +350,9 @@ func (rp *replay) closePhase(end float64) {
 	for name, t := range rp.works {
 		d := t.pointEnd.Sub(t.phaseStart)
 		s := t.stats(d, t.phase, end)
+		if t.phaseLive {
+			s.Gauges = t.phaseGauges
+		}
 		s.windowRates(d, dur, t.spans)
 		t.phaseMax.set(&s)
 		if dur < 1 {
@@ -365,6 +380,9 @@ func (rp *replay) finish() SeriesRun {
 	for _, name := range rp.run.Header.Order {
 		t := rp.works[name]
 		st := t.stats(t.last.Counters, t.run, rp.run.Ended)
+		if t.runLive {
+			st.Gauges = t.runGauges
+		}
 		t.runMax.set(&st)
 		outs := rp.outages(t, rp.run.Ended)
 		st.Outage = outageStats(outs, 0, rp.run.Ended, t.last.Counters)

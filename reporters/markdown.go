@@ -200,7 +200,7 @@ var runSections = []struct {
 }{
 	{"Produce (latency from intended send time to broker ack, ms)", ProduceTable},
 	{"Consume (end-to-end latency from intended send time to receipt, ms)", ConsumeTable},
-	{"Driver figures at the end of each phase (connections, in flight...)", GaugeTable},
+	{"Driver figures at each phase's last sample before its workloads were stopped (connections, in flight...)", GaugeTable},
 	{"Events (connections lost and back, errors, rebalances; seconds since the start)", EventsTable},
 	{"Outages (time with connections down; of the sends intended during it, those that failed and those acked late)", OutageTable},
 	{"Collected figures (phase average / max)", ExtraTable},
