@@ -191,7 +191,7 @@ func compareRun(w io.Writer, a, b *results.Run, heading bool, opt CompareOptions
 	}
 	names := workloadUnion(a, b)
 	for _, pa := range a.Metrics.Phases {
-		pb, ok := phasesB[pa.Name]
+		pb, ok := phasesB[phaseName(pa.Name)]
 		if !ok {
 			notes = append(notes, fmt.Sprintf("phase %s%s is only in A", phaseName(pa.Name), of))
 			continue
@@ -199,7 +199,7 @@ func compareRun(w io.Writer, a, b *results.Run, heading bool, opt CompareOptions
 		rows = append(rows, workloadRows(phaseName(pa.Name), names, a, b, pa.Workloads, pb.Workloads)...)
 	}
 	for _, pb := range b.Metrics.Phases {
-		if _, ok := phasesA[pb.Name]; !ok {
+		if _, ok := phasesA[phaseName(pb.Name)]; !ok {
 			notes = append(notes, fmt.Sprintf("phase %s%s is only in B", phaseName(pb.Name), of))
 		}
 	}
@@ -253,7 +253,7 @@ func compareRun(w io.Writer, a, b *results.Run, heading bool, opt CompareOptions
 func phaseMap(r *results.Run) map[string]metrics.Phase {
 	m := make(map[string]metrics.Phase, len(r.Metrics.Phases))
 	for _, p := range r.Metrics.Phases {
-		m[p.Name] = p
+		m[phaseName(p.Name)] = p
 	}
 	return m
 }
@@ -342,7 +342,7 @@ func compareExtraRows(a, b *results.Run, phasesB map[string]metrics.Phase) []Com
 		}
 	}
 	for _, pa := range a.Metrics.Phases {
-		if pb, ok := phasesB[pa.Name]; ok {
+		if pb, ok := phasesB[phaseName(pa.Name)]; ok {
 			add(phaseName(pa.Name), pa.Extra, pb.Extra)
 		}
 	}

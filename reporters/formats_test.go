@@ -501,3 +501,19 @@ func TestChartLegend(t *testing.T) {
 		t.Errorf("legend:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// A result saved before the opening phase had a name (phase "") compares
+// with a new one's start phase.
+func TestCompareOpeningPhaseOfOlderResult(t *testing.T) {
+	a := syntheticResult([]string{""}, 1)
+	b := syntheticResult([]string{""}, 1.25)
+	a.Runs[0].Metrics.Phases[0].Name = ""
+	b.Runs[0].Metrics.Phases[0].Name = metrics.OpeningPhase
+	var out bytes.Buffer
+	if _, err := Compare(&out, a, b, CompareOptions{Floors: DefaultFloors}); err != nil {
+		t.Fatal(err)
+	}
+	if s := strings.Join(strings.Fields(out.String()), " "); !strings.Contains(s, "| start | producer | msg/s | 250.00 | 312.50 | +25.0% |") || strings.Contains(s, "is only in") {
+		t.Errorf("the opening phases are not compared:\n%s", s)
+	}
+}
