@@ -151,49 +151,23 @@ func ChartPNG(w io.Writer, title string, run *results.Run) error {
 
 // line is one curve of a panel.
 type line struct {
-	name   string
-	pts    []metrics.Point
-	value  func(metrics.Point) float64
-	dashed bool
+	name string
+	// workload is the workload whose series it draws.
+	workload string
+	pts      []metrics.Point
+	value    func(metrics.Point) float64
+	dashed   bool
 	// gaps leaves out zero values: a second without messages has no
 	// latency, and drawing it as 0 ms would look like a fast second.
 	gaps bool
 }
 
-// panelSpec is one panel of the chart: its y axis and its curves.
-type panelSpec struct {
-	ylabel string
-	lines  []line
-}
-
-// chartLines are the chart's panels with their curves, empty ones left out.
-func chartLines(run *results.Run) []panelSpec {
-	var rates, backlog, latency []line
-	for _, n := range seriesOrder(run) {
-		pts := run.Metrics.Series[n]
-		role := run.Role(n)
-		if role.Sends {
-			rates = append(rates, line{name: n + " acked", pts: pts, value: func(p metrics.Point) float64 { return p.SendRate }})
-			latency = append(latency, line{name: n + " send p99", pts: pts, value: func(p metrics.Point) float64 { return p.P99 }, gaps: true})
-		}
-		if role.Receives {
-			rates = append(rates, line{name: n + " received", pts: pts, value: func(p metrics.Point) float64 { return p.RecvRate }, dashed: role.Relays()})
-			backlog = append(backlog, line{name: n, pts: pts, value: func(p metrics.Point) float64 { return float64(p.Backlog.Messages) }})
-			latency = append(latency, line{name: n + " e2e p99", pts: pts, value: func(p metrics.Point) float64 { return p.E2EP99 }, gaps: true, dashed: role.Relays()})
-		}
-	}
-	var specs []panelSpec
-	for _, spec := range []panelSpec{{"messages/s", rates}, {"backlog (messages)", backlog}, {"p99 latency (ms)", latency}} {
-		if len(spec.lines) > 0 {
-			specs = append(specs, spec)
-		}
-	}
-	return specs
-}
-
 func chartPanels(run *results.Run) ([]*plot.Plot, error) {
 	var panels []*plot.Plot
-	for _, spec := range chartLines(run) {
+	for _, spec := range chartSpecs(run) {
+		if len(spec.lines) == 0 {
+			continue
+		}
 		p, err := panel(spec.ylabel, spec.lines)
 		if err != nil {
 			return nil, err
@@ -201,6 +175,34 @@ func chartPanels(run *results.Run) ([]*plot.Plot, error) {
 		panels = append(panels, p)
 	}
 	return panels, nil
+}
+
+// chartSpec is one panel of a run's chart: what its y axis counts and its
+// curves, one or two per workload.
+type chartSpec struct {
+	ylabel string
+	lines  []line
+}
+
+// chartSpecs are the panels of a run's chart, the PNG's and the HTML
+// report's: message rates, backlog and p99 latency; a panel without curves
+// is left empty.
+func chartSpecs(run *results.Run) []chartSpec {
+	var rates, backlog, latency []line
+	for _, n := range seriesOrder(run) {
+		pts := run.Metrics.Series[n]
+		role := run.Role(n)
+		if role.Sends {
+			rates = append(rates, line{workload: n, name: n + " acked", pts: pts, value: func(p metrics.Point) float64 { return p.SendRate }})
+			latency = append(latency, line{workload: n, name: n + " send p99", pts: pts, value: func(p metrics.Point) float64 { return p.P99 }, gaps: true})
+		}
+		if role.Receives {
+			rates = append(rates, line{workload: n, name: n + " received", pts: pts, value: func(p metrics.Point) float64 { return p.RecvRate }, dashed: role.Relays()})
+			backlog = append(backlog, line{workload: n, name: n, pts: pts, value: func(p metrics.Point) float64 { return float64(p.Backlog.Messages) }})
+			latency = append(latency, line{workload: n, name: n + " e2e p99", pts: pts, value: func(p metrics.Point) float64 { return p.E2EP99 }, gaps: true, dashed: role.Relays()})
+		}
+	}
+	return []chartSpec{{"messages/s", rates}, {"backlog (messages)", backlog}, {"p99 latency (ms)", latency}}
 }
 
 func panel(ylabel string, lines []line) (*plot.Plot, error) {

@@ -487,7 +487,7 @@ func TestRegistered(t *testing.T) {
 func TestChartLegend(t *testing.T) {
 	res := syntheticResult([]string{""}, 1)
 	var got []string
-	for _, spec := range chartLines(&res.Runs[0]) {
+	for _, spec := range chartSpecs(&res.Runs[0]) {
 		for _, l := range spec.lines {
 			got = append(got, spec.ylabel+": "+l.name)
 		}
