@@ -83,3 +83,20 @@ func TestGaugesBeforeStop(t *testing.T) {
 		})
 	}
 }
+
+// A workload on workers is told running by each figure that arrives,
+// also while a stop is under way: that does not end the stop.
+func TestStoppingOutlastsRunningReports(t *testing.T) {
+	r := NewRecorder("conn", "connect", Role{Connects: true})
+	r.SetRunning(true)
+	r.Stopping()
+	r.SetRunning(true)
+	if !r.stopping.Load() {
+		t.Error("a running report ended the stop")
+	}
+	r.SetRunning(false)
+	r.SetRunning(true)
+	if r.stopping.Load() {
+		t.Error("a workload started again is still stopping")
+	}
+}

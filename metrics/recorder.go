@@ -200,11 +200,16 @@ func (r *Recorder) AddDuplicates(n int64) {
 }
 
 // SetRunning marks the workload running or stopped.
+// A workload that starts again is no longer being stopped; one still
+// reported running while a stop is under way is.
 func (r *Recorder) SetRunning(b bool) {
-	if b {
+	if !b {
+		r.running.Store(false)
+		return
+	}
+	if !r.running.Swap(true) {
 		r.stopping.Store(false)
 	}
-	r.running.Store(b)
 }
 
 // Stopping marks the workload as being stopped, until it runs again: its
