@@ -40,7 +40,7 @@ func TestCompareGateExitCodes(t *testing.T) {
 		stderr string
 	}{
 		{args: []string{base, same, "--fail-if", "p99 > +10%"}, code: 0, stdout: "Every --fail-if rule holds"},
-		{args: []string{base, worse, "--fail-if", "p99 > +10%", "--fail-if", "msg/s < -5%"}, code: 1, stderr: "p99 > +10%: steady/producer.p99: A 10.00 ms, B 12.00 ms, change +20.0%"},
+		{args: []string{base, worse, "--fail-if", "p99 > +10%", "--fail-if", "msg/s < -5%"}, code: 1, stderr: "p99 > +10%: steady/producer.send.p99: A 10.00 ms, B 12.00 ms, change +20.0%"},
 		{args: []string{base, worse, "--fail-if", "steady/producer.max > +3ms"}, code: 1, stderr: "steady/producer.max"},
 		{args: []string{base, worse, "--fail-if", "p99 >> 10%"}, code: 2, stderr: "one operator"},
 		{args: []string{base, worse, "--fail-if", "p99 > 10"}, code: 2, stderr: "p99 is in ms"},
@@ -48,9 +48,9 @@ func TestCompareGateExitCodes(t *testing.T) {
 		{args: []string{base, worse, "--all"}, code: 0, stdout: "| steady | consumer | e2e.p99 | n/a | n/a | |"},
 		{args: []string{base}, code: 2, stderr: "compare takes two saved results"},
 		// p99 10 -> 10.5: +5%, +0.5 ms; max 20 -> 21: +5%, +1 ms.
-		{args: []string{base, same}, code: 0, stdout: "| steady | producer | p99 | 10.00 | 10.50 | +5.0% | | steady | producer | max | 20.00 | 21.00 | +5.0% |"},
+		{args: []string{base, same}, code: 0, stdout: "| steady | producer | send.p99 | 10.00 | 10.50 | +5.0% | | steady | producer | send.max | 20.00 | 21.00 | +5.0% |"},
 		{args: []string{base, same, "--floor", "10%"}, code: 0, stdout: "11 figures within the floors"},
-		{args: []string{base, same, "--floor", "0.6ms"}, code: 0, stdout: "| steady | producer | max | 20.00 | 21.00 | +5.0% | 10 figures within the floors"},
+		{args: []string{base, same, "--floor", "0.6ms"}, code: 0, stdout: "| steady | producer | send.max | 20.00 | 21.00 | +5.0% | 10 figures within the floors"},
 		{args: []string{base, same, "--floor", "2"}, code: 2, stderr: `--floor "2": give a percentage`},
 	} {
 		var out, errOut bytes.Buffer

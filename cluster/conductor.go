@@ -673,6 +673,7 @@ func (p *proxy) Start(ctx context.Context) error {
 
 // Stop stops every shard and merges their last figures.
 func (p *proxy) Stop(ctx context.Context) error {
+	p.rec.Stopping()
 	err := p.rr.each(ctx, p.workers, "Stop", func(*remote) any {
 		timeout := p.rr.c.StopTimeout
 		if dl, ok := ctx.Deadline(); ok {

@@ -2,7 +2,8 @@
 // steps, collectors and the plan's own sections) from the same struct tags
 // the loader decodes: `yaml:` names a key, `doc:` says what it does,
 // `default:` gives its default, `required:"true"` and `secret:"true"` mark
-// it. `planrun explain` prints these descriptions and the README's
+// it, and `type:` names the type of a key the loader reads itself (a
+// yaml.Node: a list of steps, workloads by name). `planrun explain` prints these descriptions and the README's
 // reference tables are generated from them, so the manual cannot drift
 // from what the loader accepts.
 package docs
@@ -130,6 +131,9 @@ func structFields(t reflect.Type) []Field {
 		f := Field{Key: name, Doc: sf.Tag.Get("doc"), Default: sf.Tag.Get("default"),
 			Required: sf.Tag.Get("required") == "true", Secret: sf.Tag.Get("secret") == "true"}
 		f.Type, f.Fields = describeType(sf.Type)
+		if typ := sf.Tag.Get("type"); typ != "" {
+			f.Type = typ
+		}
 		out = append(out, f)
 	})
 	return out

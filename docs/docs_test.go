@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/planrun/planrun/plan"
 	"github.com/planrun/planrun/units"
 )
 
@@ -53,5 +54,34 @@ func TestUpdateReadmeErrors(t *testing.T) {
 	out, err := UpdateReadme("a\n<!-- generated: plan report keys -->\nstale\n<!-- end generated -->\nb\n")
 	if err != nil || !strings.Contains(out, "| `title` |") || strings.Contains(out, "stale") || !strings.HasSuffix(out, "<!-- end generated -->\nb\n") {
 		t.Errorf("UpdateReadme = %q, %v", out, err)
+	}
+}
+
+// The plan reference names each key's type as a plan writes it and its
+// real default.
+func TestPlanReferenceTypes(t *testing.T) {
+	got := map[string]Field{}
+	for _, f := range flatten("", Fields(plan.TopLevel{})) {
+		got[f.Key] = f
+	}
+	for _, f := range flatten("", Fields(plan.WorkloadGeneric{})) {
+		got["workloads.NAME."+f.Key] = f
+	}
+	for _, tc := range []struct{ key, typ, def string }{
+		{"steps", "list of steps", "required"},
+		{"targets", "name: mapping", ""},
+		{"workloads", "name: mapping", ""},
+		{"collectors", "name: mapping", ""},
+		{"report.tables.title", "string", "Table N (its position)"},
+		{"workloads.NAME.on", "all, number or list of numbers", "all"},
+	} {
+		f, ok := got[tc.key]
+		if !ok {
+			t.Errorf("no key %s", tc.key)
+			continue
+		}
+		if f.Type != tc.typ || defaultOf(f) != tc.def {
+			t.Errorf("%s: type %q default %q, want %q and %q", tc.key, f.Type, defaultOf(f), tc.typ, tc.def)
+		}
 	}
 }

@@ -210,7 +210,7 @@ func (e *Engine) executeOne(ctx context.Context, p *plan.Plan, index int, res *r
 		}
 	}
 	r := &Run{Plan: p, engine: e, coll: metrics.NewCollector(now), targets: map[string]drivers.Target{}, works: map[string]workloads.Workload{},
-		probes: map[string]any{}, phaseAt: now}
+		probes: map[string]any{}, phase: metrics.OpeningPhase, phaseAt: now}
 	r.coll.SetSink(e.Series, out.Label)
 	e.setCurrent(r.coll)
 	runCtx, cancelRun := context.WithCancel(context.WithoutCancel(ctx))

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/planrun/planrun/expr"
@@ -76,7 +77,12 @@ func runEnv(p *plan.Plan, run *results.Run) map[string]any {
 	return p.Scope.Env(f)
 }
 
-// buildTables evaluates the plans' own tables over all runs.
+// buildTables evaluates the plans' own tables over all runs. A table's
+// leading columns name its rows: the matrix variables' values, then the
+// phase. A transposed table has one such column instead, headed figure
+// (what its rows become) and holding each column's heading once
+// transposed: the run's label and the phase, or value for the one run of
+// a plan without a matrix.
 func buildTables(plans []*plan.Plan, runs []results.Run) []results.Table {
 	first := plans[0]
 	var out []results.Table
@@ -86,13 +92,18 @@ func buildTables(plans []*plan.Plan, runs []results.Run) []results.Table {
 		if t.Title == "" {
 			t.Title = fmt.Sprintf("Table %d", ti+1)
 		}
-		if matrix {
-			for _, kv := range first.Combination {
-				t.Columns = append(t.Columns, kv.Name)
+		switch {
+		case ts.Transpose:
+			t.Columns = append(t.Columns, "figure")
+		default:
+			if matrix {
+				for _, kv := range first.Combination {
+					t.Columns = append(t.Columns, kv.Name)
+				}
 			}
-		}
-		if ts.Rows == "phases" {
-			t.Columns = append(t.Columns, "phase")
+			if ts.Rows == "phases" {
+				t.Columns = append(t.Columns, "phase")
+			}
 		}
 		for _, c := range ts.Columns {
 			t.Columns = append(t.Columns, c.Name)
@@ -107,28 +118,42 @@ func buildTables(plans []*plan.Plan, runs []results.Run) []results.Table {
 					prefix = append(prefix, kv.Value)
 				}
 			}
+			// key is the leading cells of a row for phase (none for a
+			// row per run).
+			key := func(phase *string) []string {
+				if !ts.Transpose {
+					if phase == nil {
+						return prefix
+					}
+					return append(append([]string{}, prefix...), *phase)
+				}
+				var parts []string
+				if matrix {
+					parts = append(parts, plan.Label(p.Combination))
+				}
+				if phase != nil {
+					parts = append(parts, *phase)
+				}
+				if len(parts) == 0 {
+					parts = append(parts, "value")
+				}
+				return []string{strings.Join(parts, " ")}
+			}
 			if spec.Rows == "runs" {
-				t.Rows = append(t.Rows, append(prefix, cells(spec, runEnv(p, run))...))
+				t.Rows = append(t.Rows, append(key(nil), cells(spec, runEnv(p, run))...))
 				continue
 			}
 			for _, ph := range run.Metrics.Phases {
 				if len(spec.Phases) > 0 && !slices.Contains(spec.Phases, ph.Name) {
 					continue
 				}
-				row := append(append([]string{}, prefix...), phaseLabel(ph.Name))
-				t.Rows = append(t.Rows, append(row, cells(spec, phaseEnv(p, run, ph))...))
+				name := metrics.PhaseLabel(ph.Name)
+				t.Rows = append(t.Rows, append(key(&name), cells(spec, phaseEnv(p, run, ph))...))
 			}
 		}
 		out = append(out, t)
 	}
 	return out
-}
-
-func phaseLabel(name string) string {
-	if name == "" {
-		return "(before first phase)"
-	}
-	return name
 }
 
 func cells(spec plan.TableSpec, env map[string]any) []string {

@@ -137,6 +137,10 @@ type track struct {
 	phaseMax  peaks
 	runMax    peaks
 	series    []Point
+	// The driver gauges of the last point taken while the workload ran
+	// (not being stopped), in the phase and in the run.
+	phaseGauges, runGauges map[string]float64
+	phaseLive, runLive     bool
 }
 
 // Collector samples recorders every second into series, phases and run totals.
@@ -147,6 +151,7 @@ type Collector struct {
 	byName  map[string]*track
 	phases  []Phase
 	cur     Phase
+	opening bool // cur is the opening phase
 	curAt   time.Time
 	extras  []ExtraSampler
 	extra   map[string]float64
@@ -183,10 +188,31 @@ type ExtraPoint struct {
 	Values map[string]float64 `json:"values"`
 }
 
-// NewCollector starts a run's collection at now with an unnamed first phase.
+// OpeningPhase names the phase a run opens with: what steps before the
+// first one that names a phase measure.
+const OpeningPhase = "start"
+
+// PhaseLabel is how reports name a phase: a result saved before the
+// opening phase had a name has it unnamed.
+func PhaseLabel(name string) string {
+	if name == "" {
+		return OpeningPhase
+	}
+	return name
+}
+
+// keepPhase says whether a closed phase is kept: a phase the plan named,
+// or one in which something happened. The opening phase (and the trailing
+// one Finish opens) is dropped when nothing happened in it.
+func keepPhase(p Phase, opening bool) bool {
+	return (p.Name != "" && !opening) || hasActivity(p)
+}
+
+// NewCollector starts a run's collection at now with the opening phase.
 func NewCollector(now time.Time) *Collector {
 	c := &Collector{start: now, byName: map[string]*track{}, runExt: map[string]*Gauge{}, phExt: map[string]*Gauge{}}
-	c.cur = Phase{Name: "", Start: 0}
+	c.cur = Phase{Name: OpeningPhase, Start: 0}
+	c.opening = true
 	c.curAt, c.sampledAt = now, now
 	return c
 }
@@ -200,6 +226,7 @@ func (c *Collector) Add(r *Recorder) {
 	defer c.mu.Unlock()
 	t := &track{rec: r, prev: r.Counters(), prevAt: c.start, run: newHists(), phase: newHists()}
 	t.phaseStart, t.last = t.prev, t.prev
+	r.setPhase(c.cur.Name)
 	if c.sink != nil {
 		r.keepEventsForFile()
 	}
@@ -272,6 +299,9 @@ func (c *Collector) sampleLocked(now time.Time, extra map[string]float64, last b
 		if at := t.rec.lagAt.Load(); at != 0 {
 			p.LagAt = time.Unix(0, at).Sub(c.start).Seconds()
 		}
+		// Read after the gauges: a stop under way when they were read
+		// shows here.
+		running, stopping := t.rec.running.Load(), t.rec.stopping.Load()
 		p.setCounts(cur.Sub(t.prev), dt)
 		raw, emit, joins := p, true, false
 		switch {
@@ -290,6 +320,10 @@ func (c *Collector) sampleLocked(now time.Time, extra map[string]float64, last b
 			t.phasePts++
 		}
 		if emit {
+			if running && !stopping {
+				t.phaseGauges, t.phaseLive = raw.Gauges, true
+				t.runGauges, t.runLive = raw.Gauges, true
+			}
 			t.sendRate, t.recvRate, t.sendMBps, t.recvMBps = p.SendRate, p.RecvRate, p.SendMBps, p.RecvMBps
 			t.phaseMax.see(p)
 			t.runMax.see(p)
@@ -298,7 +332,7 @@ func (c *Collector) sampleLocked(now time.Time, extra map[string]float64, last b
 		t.last = t.prev
 		if c.sink != nil {
 			// A sample that makes no point still writes what it measured.
-			line := SeriesLine{Run: c.label, Workload: t.rec.Name, Point: Point{T: ts, Phase: c.cur.Name}, State: c.stateLocked(t, cur, iv, acks, recvs)}
+			line := SeriesLine{Run: c.label, Workload: t.rec.Name, Point: Point{T: ts, Phase: c.cur.Name}, State: c.stateLocked(t, cur, iv, acks, recvs, running, stopping)}
 			if emit {
 				// The file keeps the interval's own point; reading it joins
 				// it to the previous one as here.
@@ -342,9 +376,10 @@ func (c *Collector) StartPhase(name string, now time.Time) {
 	defer c.mu.Unlock()
 	c.sampleLocked(now, nil, true)
 	closed := c.closePhaseLocked(now, true)
-	if closed.Name != "" || hasActivity(closed) {
+	if keepPhase(closed, c.opening) {
 		c.phases = append(c.phases, closed)
 	}
+	c.opening = false
 	c.cur = Phase{Name: name, Start: now.Sub(c.start).Seconds()}
 	c.curAt, c.sampledAt = now, now
 	if c.sink != nil && c.headerDone {
@@ -357,6 +392,7 @@ func (c *Collector) StartPhase(name string, now time.Time) {
 		// points add up to it.
 		t.phaseStart = t.last
 		t.phaseSpan, t.phasePts, t.phaseMax = [2]Span{}, 0, peaks{}
+		t.phaseGauges, t.phaseLive = nil, false
 	}
 	c.phExt = map[string]*Gauge{}
 }
@@ -387,6 +423,9 @@ func (c *Collector) closePhaseLocked(now time.Time, atCut bool) Phase {
 		}
 		d := cur.Sub(t.phaseStart)
 		s := c.statsLocked(t, d, t.phase, now)
+		if atCut && t.phaseLive {
+			s.Gauges = t.phaseGauges
+		}
 		s.windowRates(d, dur, spans)
 		t.phaseMax.set(&s)
 		if dur < 1 {
@@ -497,6 +536,9 @@ func (c *Collector) snapshotLocked(now time.Time, withSeries, atCut bool) Snapsh
 			cur = t.rec.Counters()
 		}
 		st := c.statsLocked(t, cur, t.run, now)
+		if atCut && t.runLive {
+			st.Gauges = t.runGauges
+		}
 		st.SendRate, st.RecvRate, st.SendMBps, st.RecvMBps = t.sendRate, t.recvRate, t.sendMBps, t.recvMBps
 		t.runMax.set(&st)
 		st.FillRate(t.rec.Role)

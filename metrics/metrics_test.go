@@ -19,7 +19,7 @@ func TestCollectorPhases(t *testing.T) {
 		r.Acked(1000, 200*time.Millisecond, start.Add(3*time.Second))
 	}
 	s := c.Finish(start.Add(4 * time.Second))
-	if len(s.Phases) != 2 || s.Phases[0].Name != "" || s.Phases[1].Name != "second" {
+	if len(s.Phases) != 2 || s.Phases[0].Name != OpeningPhase || s.Phases[1].Name != "second" {
 		t.Fatalf("phases %+v", s.PhaseNames())
 	}
 	first, second := s.Phases[0].Workloads["p"], s.Phases[1].Workloads["p"]

@@ -43,6 +43,7 @@ type Recorder struct {
 	firstNanos, lastNanos     atomic.Int64 // unix nanos of first/last acked or received message
 	lastLatency               atomic.Int64 // nanos, end-to-end of the last received message
 	running                   atomic.Bool
+	stopping                  atomic.Bool // stopped by the plan, not yet finished
 	SendLatency, EndToEnd     *Histogram
 	gauges                    atomic.Pointer[func() map[string]float64]
 	backlog                   atomic.Pointer[func() Backlog]
@@ -199,7 +200,22 @@ func (r *Recorder) AddDuplicates(n int64) {
 }
 
 // SetRunning marks the workload running or stopped.
-func (r *Recorder) SetRunning(b bool) { r.running.Store(b) }
+// A workload that starts again is no longer being stopped; one still
+// reported running while a stop is under way is.
+func (r *Recorder) SetRunning(b bool) {
+	if !b {
+		r.running.Store(false)
+		return
+	}
+	if !r.running.Swap(true) {
+		r.stopping.Store(false)
+	}
+}
+
+// Stopping marks the workload as being stopped, until it runs again: its
+// driver gauges from now on (connections closing) are not what it ran
+// with, and a phase keeps those of its last sample before.
+func (r *Recorder) Stopping() { r.stopping.Store(true) }
 
 // SetGauges installs a function read at every sample for driver figures.
 func (r *Recorder) SetGauges(f func() map[string]float64) {

@@ -54,7 +54,10 @@ type SeriesHeader struct {
 // it measured since the previous line.
 type SeriesState struct {
 	Counters
-	Running     bool    `json:"running,omitempty"`
+	Running bool `json:"running,omitempty"`
+	// Stopping: the plan is stopping the workload (its gauges are no
+	// longer what it ran with).
+	Stopping    bool    `json:"stopping,omitempty"`
 	Lost        int64   `json:"lost,omitempty"`
 	LastLatency float64 `json:"last_latency_ms,omitempty"`
 	FirstAt     float64 `json:"first_at_s,omitempty"`
@@ -106,9 +109,9 @@ func encodeHist(h *hdr.Histogram) string {
 }
 
 // stateLocked is what a workload's line carries besides its point.
-func (c *Collector) stateLocked(t *track, cur Counters, iv hists, acks, recvs Span) *SeriesState {
+func (c *Collector) stateLocked(t *track, cur Counters, iv hists, acks, recvs Span, running, stopping bool) *SeriesState {
 	r := t.rec
-	s := &SeriesState{Counters: cur, Running: r.running.Load(), Lost: r.lostValue(),
+	s := &SeriesState{Counters: cur, Running: running, Stopping: stopping, Lost: r.lostValue(),
 		LastLatency: float64(r.lastLatency.Load()) / 1e6, Send: encodeHist(iv.send), E2E: encodeHist(iv.e2e),
 		Events: r.takeFileEvents(), Outages: r.tallies()}
 	if acks.First != 0 {
@@ -140,6 +143,7 @@ type replay struct {
 	phases    []Phase
 	cur       Phase
 	curOpen   bool
+	opening   bool // cur is the opening phase
 	works     map[string]*replayTrack
 	extraRun  map[string]*Gauge
 	extraPh   map[string]*Gauge
@@ -160,6 +164,10 @@ type replayTrack struct {
 	spans      [2]Span // acks, receipts of the phase
 	run, phase hists
 	series     []Point
+	// The driver gauges of the last point taken while the workload ran,
+	// as the collector keeps them.
+	phaseGauges, runGauges map[string]float64
+	phaseLive, runLive     bool
 	// rec replays the connection events, which make up the outages.
 	rec *Recorder
 }
@@ -209,7 +217,11 @@ func newReplay(h SeriesHeader) *replay {
 		rp.works[name] = &replayTrack{name: name, role: h.Roles[name], run: newHists(), phase: newHists(),
 			rec: NewRecorder(name, h.Kinds[name], h.Roles[name])}
 	}
-	rp.curOpen = true
+	rp.cur = Phase{Name: OpeningPhase}
+	rp.curOpen, rp.opening = true, true
+	for _, t := range rp.works {
+		t.rec.setPhase(OpeningPhase)
+	}
 	return rp
 }
 
@@ -232,6 +244,7 @@ func (rp *replay) line(l SeriesLine) error {
 			t.phaseStart = t.pointEnd
 			t.phase = newHists()
 			t.phaseMax, t.spans = peaks{}, [2]Span{}
+			t.phaseGauges, t.phaseLive = nil, false
 		}
 		rp.extraPh = map[string]*Gauge{}
 	case l.Workload != "":
@@ -264,6 +277,10 @@ func (rp *replay) line(l SeriesLine) error {
 				t.series[len(t.series)-1].add(l.Point)
 			} else {
 				t.series = append(t.series, l.Point)
+			}
+			if l.State != nil && l.State.Running && !l.State.Stopping {
+				t.phaseGauges, t.phaseLive = l.Point.Gauges, true
+				t.runGauges, t.runLive = l.Point.Gauges, true
 			}
 			p := t.series[len(t.series)-1]
 			t.lastPoint = p
@@ -329,6 +346,9 @@ func (rp *replay) closePhase(end float64) {
 	for name, t := range rp.works {
 		d := t.pointEnd.Sub(t.phaseStart)
 		s := t.stats(d, t.phase, end)
+		if t.phaseLive {
+			s.Gauges = t.phaseGauges
+		}
 		s.windowRates(d, dur, t.spans)
 		t.phaseMax.set(&s)
 		if dur < 1 {
@@ -339,10 +359,10 @@ func (rp *replay) closePhase(end float64) {
 		p.Workloads[name] = s
 	}
 	p.Extra = gaugeCopy(rp.extraPh)
-	if p.Name != "" || hasActivity(p) {
+	if keepPhase(p, rp.opening) {
 		rp.phases = append(rp.phases, p)
 	}
-	rp.curOpen = false
+	rp.curOpen, rp.opening = false, false
 }
 
 func (rp *replay) finish() SeriesRun {
@@ -356,6 +376,9 @@ func (rp *replay) finish() SeriesRun {
 	for _, name := range rp.run.Header.Order {
 		t := rp.works[name]
 		st := t.stats(t.last.Counters, t.run, rp.run.Ended)
+		if t.runLive {
+			st.Gauges = t.runGauges
+		}
 		t.runMax.set(&st)
 		outs := rp.outages(t, rp.run.Ended)
 		st.Outage = outageStats(outs, 0, rp.run.Ended, t.last.Counters)

@@ -176,7 +176,7 @@ func (p Placement) Workers(n int) ([]int, error) {
 type WorkloadGeneric struct {
 	Target      string    `yaml:"target" doc:"the target this workload talks to (may be left out when the plan has one target)"`
 	Description string    `yaml:"description" doc:"free text, shown in reports"`
-	On          yaml.Node `yaml:"on" default:"all" doc:"where the workload runs when the plan runs on workers: all, a number of workers (the first N), or a list of worker indexes such as [0, 2]"`
+	On          yaml.Node `yaml:"on" type:"all, number or list of numbers" default:"all" doc:"where the workload runs when the plan runs on workers: all, a number of workers (the first N), or a list of worker indexes such as [0, 2]"`
 }
 
 // StepDef is one step with the keys every step may carry.
@@ -210,10 +210,10 @@ type TopLevel struct {
 	Description string              `yaml:"description" doc:"free text, printed in the report"`
 	Vars        map[string]string   `yaml:"vars" doc:"variables, name: default; each can be overridden with --set name=value and is used as ${name} or vars.name"`
 	Matrix      map[string][]string `yaml:"matrix" doc:"variables with lists of values: the steps run once per combination"`
-	Targets     yaml.Node           `yaml:"targets" doc:"the brokers and other systems, by name (see targets)"`
-	Workloads   yaml.Node           `yaml:"workloads" doc:"background activities over targets, by name (see workloads); a plan needs workloads or collectors"`
-	Steps       yaml.Node           `yaml:"steps" required:"true" doc:"what to do, in order (see steps)"`
-	Collectors  yaml.Node           `yaml:"collectors" doc:"figures sampled every second besides the workloads' own (see collectors)"`
+	Targets     yaml.Node           `yaml:"targets" type:"name: mapping" doc:"the brokers and other systems, by name (see targets)"`
+	Workloads   yaml.Node           `yaml:"workloads" type:"name: mapping" doc:"background activities over targets, by name (see workloads); a plan needs workloads or collectors"`
+	Steps       yaml.Node           `yaml:"steps" type:"list of steps" required:"true" doc:"what to do, in order (see steps)"`
+	Collectors  yaml.Node           `yaml:"collectors" type:"name: mapping" doc:"figures sampled every second besides the workloads' own (see collectors)"`
 	Report      ReportSpec          `yaml:"report" doc:"titles, extra tables, file names"`
 	Progress    time.Duration       `yaml:"progress" default:"5s" doc:"how often progress lines are printed; 0s = never"`
 	Workers     []string            `yaml:"workers" doc:"worker processes (host:port of planrun worker) to run the workloads on; --workers and PLANRUN_WORKERS override it (see Running across machines)"`

@@ -21,10 +21,10 @@ type ReportSpec struct {
 
 // TableSpec is a table whose cells are expressions.
 type TableSpec struct {
-	Title     string       `yaml:"title" default:"the plan's name" doc:"heading of the report"`
+	Title     string       `yaml:"title" default:"Table N (its position)" doc:"heading of the table"`
 	Rows      string       `yaml:"rows" default:"phases" doc:"phases (a row per phase, per run in a matrix) or runs (a row per matrix combination); planrun adds the leading columns itself: the matrix variables' values in a matrix plan, and the phase name with rows: phases"`
 	Phases    []string     `yaml:"phases" doc:"with rows: phases, only these phases"`
-	Transpose bool         `yaml:"transpose" doc:"rows become columns: one row per column expression, one column per phase or run (like the vendors' table 7)"`
+	Transpose bool         `yaml:"transpose" doc:"rows become columns: one row per column expression (the first column, headed figure, names them), one column per phase or run, headed by the run's matrix values and the phase, or value for the one run of a plan without a matrix (like the vendors' table 7)"`
 	Columns   []ColumnSpec `yaml:"columns" required:"true" doc:"the table's columns, in order"`
 }
 

@@ -193,13 +193,13 @@ func chartSpecs(run *results.Run) []chartSpec {
 		pts := run.Metrics.Series[n]
 		role := run.Role(n)
 		if role.Sends {
-			rates = append(rates, line{workload: n, name: n + " sent", pts: pts, value: func(p metrics.Point) float64 { return p.SendRate }})
-			latency = append(latency, line{workload: n, name: n + " p99 to ack", pts: pts, value: func(p metrics.Point) float64 { return p.P99 }, gaps: true})
+			rates = append(rates, line{workload: n, name: n + " acked", pts: pts, value: func(p metrics.Point) float64 { return p.SendRate }})
+			latency = append(latency, line{workload: n, name: n + " send p99", pts: pts, value: func(p metrics.Point) float64 { return p.P99 }, gaps: true})
 		}
 		if role.Receives {
 			rates = append(rates, line{workload: n, name: n + " received", pts: pts, value: func(p metrics.Point) float64 { return p.RecvRate }, dashed: role.Relays()})
 			backlog = append(backlog, line{workload: n, name: n, pts: pts, value: func(p metrics.Point) float64 { return float64(p.Backlog.Messages) }})
-			latency = append(latency, line{workload: n, name: n + " p99 end to end", pts: pts, value: func(p metrics.Point) float64 { return p.E2EP99 }, gaps: true, dashed: role.Relays()})
+			latency = append(latency, line{workload: n, name: n + " e2e p99", pts: pts, value: func(p metrics.Point) float64 { return p.E2EP99 }, gaps: true, dashed: role.Relays()})
 		}
 	}
 	return []chartSpec{{"messages/s", rates}, {"backlog (messages)", backlog}, {"p99 latency (ms)", latency}}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -61,14 +62,19 @@ func (r CompareRow) name() string {
 }
 
 // matches reports whether a rule's figure names this row: figure,
-// workload.figure, phase/figure or phase/workload.figure.
+// workload.figure, phase/figure or phase/workload.figure. A send latency
+// (send.p99) is also named without its prefix (p99).
 func (r CompareRow) matches(figure string) bool {
-	names := []string{r.Figure, r.Phase + "/" + r.Figure}
-	if r.Workload != "" {
-		names = append(names, r.Workload+"."+r.Figure, r.Phase+"/"+r.Workload+"."+r.Figure)
+	figures := []string{r.Figure}
+	if f, ok := strings.CutPrefix(r.Figure, "send."); ok {
+		figures = append(figures, f)
 	}
-	for _, n := range names {
-		if n == figure {
+	for _, f := range figures {
+		names := []string{f, r.Phase + "/" + f}
+		if r.Workload != "" {
+			names = append(names, r.Workload+"."+f, r.Phase+"/"+r.Workload+"."+f)
+		}
+		if slices.Contains(names, figure) {
 			return true
 		}
 	}
@@ -108,7 +114,7 @@ func Compare(w io.Writer, a, b *results.Result, opt CompareOptions) ([]Breach, e
 	fmt.Fprintf(w, "# Comparison\n\n")
 	fmt.Fprintf(w, "- A: %s\n", describeResult(a))
 	fmt.Fprintf(w, "- B: %s\n", describeResult(b))
-	fmt.Fprintf(w, "- change: (B - A) / A; msg/s in messages/s, MB/s in 10^6 bytes/s; p50, p99, max: send latency in ms (to the broker's acknowledgement); e2e.p50, e2e.p99, e2e.max: end-to-end latency in ms\n")
+	fmt.Fprintf(w, "- change: (B - A) / A; msg/s in messages/s, MB/s in 10^6 bytes/s; send.p50, send.p99, send.max: send latency in ms (to the broker's acknowledgement); e2e.p50, e2e.p99, e2e.max: end-to-end latency in ms\n")
 	if opt.All {
 		fmt.Fprintf(w, "- every figure (--all)\n\n")
 	} else {
@@ -185,7 +191,7 @@ func compareRun(w io.Writer, a, b *results.Run, heading bool, opt CompareOptions
 	}
 	names := workloadUnion(a, b)
 	for _, pa := range a.Metrics.Phases {
-		pb, ok := phasesB[pa.Name]
+		pb, ok := phasesB[phaseName(pa.Name)]
 		if !ok {
 			notes = append(notes, fmt.Sprintf("phase %s%s is only in A", phaseName(pa.Name), of))
 			continue
@@ -193,7 +199,7 @@ func compareRun(w io.Writer, a, b *results.Run, heading bool, opt CompareOptions
 		rows = append(rows, workloadRows(phaseName(pa.Name), names, a, b, pa.Workloads, pb.Workloads)...)
 	}
 	for _, pb := range b.Metrics.Phases {
-		if _, ok := phasesA[pb.Name]; !ok {
+		if _, ok := phasesA[phaseName(pb.Name)]; !ok {
 			notes = append(notes, fmt.Sprintf("phase %s%s is only in B", phaseName(pb.Name), of))
 		}
 	}
@@ -247,7 +253,7 @@ func compareRun(w io.Writer, a, b *results.Run, heading bool, opt CompareOptions
 func phaseMap(r *results.Run) map[string]metrics.Phase {
 	m := make(map[string]metrics.Phase, len(r.Metrics.Phases))
 	for _, p := range r.Metrics.Phases {
-		m[p.Name] = p
+		m[phaseName(p.Name)] = p
 	}
 	return m
 }
@@ -284,8 +290,8 @@ func workloadFigures(role metrics.Role, s metrics.Stats) []figure {
 	}
 	fs := []figure{{name: "msg/s", unit: "msg/s", v: s.Rate}, {name: "MB/s", unit: "MB/s", v: mbps}}
 	if role.Sends {
-		fs = append(fs, figure{name: "p50", unit: "ms", v: s.Latency.P50}, figure{name: "p99", unit: "ms", v: s.Latency.P99},
-			figure{name: "max", unit: "ms", v: s.Latency.Max})
+		fs = append(fs, figure{name: "send.p50", unit: "ms", v: s.Latency.P50}, figure{name: "send.p99", unit: "ms", v: s.Latency.P99},
+			figure{name: "send.max", unit: "ms", v: s.Latency.Max})
 	}
 	if role.Receives {
 		fs = append(fs, figure{name: "e2e.p50", unit: "ms", v: s.E2E.P50}, figure{name: "e2e.p99", unit: "ms", v: s.E2E.P99},
@@ -336,7 +342,7 @@ func compareExtraRows(a, b *results.Run, phasesB map[string]metrics.Phase) []Com
 		}
 	}
 	for _, pa := range a.Metrics.Phases {
-		if pb, ok := phasesB[pa.Name]; ok {
+		if pb, ok := phasesB[phaseName(pa.Name)]; ok {
 			add(phaseName(pa.Name), pa.Extra, pb.Extra)
 		}
 	}
@@ -381,9 +387,10 @@ type Rule struct {
 var ruleUnits = map[string]bool{"ms": true, "msg/s": true, "MB/s": true}
 
 // figureUnits are the workload figures compare prints, by the unit a
-// rule's absolute change on them carries.
+// rule's absolute change on them carries; p50, p99 and max are the send
+// latency's too.
 var figureUnits = map[string]string{
-	"p50": "ms", "p99": "ms", "max": "ms", "e2e.p50": "ms", "e2e.p99": "ms", "e2e.max": "ms",
+	"send.p50": "ms", "send.p99": "ms", "send.max": "ms", "p50": "ms", "p99": "ms", "max": "ms", "e2e.p50": "ms", "e2e.p99": "ms", "e2e.max": "ms",
 	"msg/s": "msg/s", "MB/s": "MB/s", "failed": "",
 }
 
@@ -421,7 +428,7 @@ func ParseRule(s string) (Rule, error) {
 	change := strings.TrimSpace(s[i+1:])
 	switch {
 	case r.Figure == "":
-		return r, fmt.Errorf("--fail-if %q: no figure before %c; name one compare prints (p99, e2e.p99, msg/s, producer.p99...)", s, s[i])
+		return r, fmt.Errorf("--fail-if %q: no figure before %c; name one compare prints (send.p99 or p99, e2e.p99, msg/s, producer.p99...)", s, s[i])
 	case strings.ContainsAny(r.Figure, " \t"):
 		return r, fmt.Errorf("--fail-if %q: figure %q has a space; write phase/workload.figure", s, r.Figure)
 	case strings.ContainsAny(change, "<>="):
@@ -511,7 +518,7 @@ func checkRules(w io.Writer, rules []Rule, rows []CompareRow) ([]Breach, error) 
 	}
 	if len(unmatched) > 0 {
 		sort.Strings(unmatched)
-		return breaches, fmt.Errorf("--fail-if %s: names no figure compare prints (figures: msg/s, MB/s, p50, p99, max, e2e.p50, e2e.p99, e2e.max, failed or a collected figure, optionally as workload.figure, phase/figure or phase/workload.figure)", strings.Join(unmatched, ", "))
+		return breaches, fmt.Errorf("--fail-if %s: names no figure compare prints (figures: msg/s, MB/s, send.p50, send.p99, send.max (or p50, p99, max), e2e.p50, e2e.p99, e2e.max, failed or a collected figure, optionally as workload.figure, phase/figure or phase/workload.figure)", strings.Join(unmatched, ", "))
 	}
 	return breaches, nil
 }

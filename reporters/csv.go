@@ -23,7 +23,7 @@ type CSV struct{}
 // seriesColumns are base.csv's fixed columns; workload gauges follow as
 // gauge.<name>.
 var seriesColumns = []string{"run", "label", "t", "phase", "workload", "kind", "send_rate", "recv_rate", "send_mbps", "recv_mbps",
-	"p99_ms", "e2e_p99_ms", "backlog_messages", "backlog_bytes", "lag",
+	"send_p99_ms", "e2e_p99_ms", "backlog_messages", "backlog_bytes", "lag",
 	"interval_s", "sent", "acked", "failed", "received", "bytes_acked", "bytes_received"}
 
 // Write writes base.csv and, with collected figures, base-extra.csv; it

@@ -311,21 +311,23 @@ func TestCompare(t *testing.T) {
 			"| steady | producer | failed | 2 | 2 | 0.0% |",
 			"| backlog | consumer | e2e.p99 | n/a | n/a | |",
 			"| warm | host.cpu | 20.00 | 25.00 | +25.0% |",
-		}, notWant: []string{"| consumer | failed |", "| consumer | p99 |", "| producer | e2e.p99 |"}},
+		}, notWant: []string{"| consumer | failed |", "| consumer | p99 |", "| consumer | send.p99 |", "| producer | e2e.p99 |"}},
 		{golden: "compare.md", want: []string{
 			"| warm | producer | msg/s | 250.00 | 312.50 | +25.0% |",
 			"| warm | consumer | e2e.p99 | 15.00 | 18.75 | +25.0% |",
+			"| warm | producer | send.p99 | 5.00 | 6.25 | +25.0% |",
 			"| warm | host.cpu | 20.00 | 25.00 | +25.0% |",
 			"- phase cool-down of run size=1KB is only in B",
 			"- run size=10KB is only in A",
 			"- run size=100KB is only in B",
 			"(--all shows them)",
 		}, notWant: []string{
-			"| failed | 1 | 1 |",                                                    // unchanged
-			"| backlog | producer | msg/s |",                                        // unchanged
-			"| mirror | msg/s | 0.00 | 0.00 |",                                      // zero on both sides
-			"| n/a |",                                                               // n/a on a side
-			"| consumer | failed |", "| consumer | p99 |", "| producer | e2e.p99 |", // not the role's
+			"| failed | 1 | 1 |",                                                         // unchanged
+			"| backlog | producer | msg/s |",                                             // unchanged
+			"| mirror | msg/s | 0.00 | 0.00 |",                                           // zero on both sides
+			"| n/a |",                                                                    // n/a on a side
+			"| consumer | failed |", "| consumer | send.p99 |", "| producer | e2e.p99 |", // not the role's
+			"| producer | p99 |", // unlabelled
 		}},
 	} {
 		var out bytes.Buffer
@@ -383,17 +385,21 @@ func TestCompareFailIf(t *testing.T) {
 		fails []string // the rows named, in order
 		err   string   // the error, when a rule names nothing
 	}{
-		{name: "p99 worse", set: worse, rules: []string{"p99 > +10%"}, fails: []string{"cold-read/producer.p99"}},
+		{name: "p99 worse", set: worse, rules: []string{"p99 > +10%"}, fails: []string{"cold-read/producer.send.p99"}},
+		// The send latency prints as send.p99; p99 is the same figure.
+		{name: "send p99 worse", set: worse, rules: []string{"send.p99 > +10%"}, fails: []string{"cold-read/producer.send.p99"}},
+		{name: "send p99 qualified", set: worse, rules: []string{"cold-read/producer.send.p99 > +1ms", "producer.send.max > +1ms"}, fails: []string{"cold-read/producer.send.p99"}},
 		{name: "e2e within", set: worse, rules: []string{"e2e.p99 > +10%"}},
 		{name: "e2e absolute", set: worse, rules: []string{"e2e.p99 > +0.5ms"}, fails: []string{"cold-read/consumer.e2e.p99"}},
 		{name: "rate drop", set: worse, rules: []string{"msg/s < -5%"}, fails: []string{"cold-read/consumer.msg/s"}},
 		{name: "qualified", set: worse, rules: []string{"warm/producer.p99 > +1%", "cold-read/consumer.msg/s < -11%", "producer.p99 > +2ms"}},
-		{name: "workload qualified", set: worse, rules: []string{"producer.p99 > +1ms"}, fails: []string{"cold-read/producer.p99"}},
+		{name: "workload qualified", set: worse, rules: []string{"producer.p99 > +1ms"}, fails: []string{"cold-read/producer.send.p99"}},
 		{name: "from zero", set: func(p, c *metrics.Stats) { p.Failed = 3 }, rules: []string{"failed > +10%"}, fails: []string{"cold-read/producer.failed"}},
 		{name: "zero to zero holds", set: func(p, c *metrics.Stats) {}, rules: []string{"failed > +10%", "failed > 0"}},
 		{name: "n/a in B", set: func(p, c *metrics.Stats) { c.E2E.P99 = metrics.NA }, rules: []string{"e2e.p99 > +10%"}, fails: []string{"cold-read/consumer.e2e.p99"}},
 		{name: "typo", set: worse, rules: []string{"p99 > +10%", "prodcer.p99 > +10%"}, err: `"prodcer.p99 > +10%"`},
 		{name: "no send latency for consumers", set: worse, rules: []string{"consumer.p99 > +10%"}, err: "names no figure"},
+		{name: "no send.p99 for consumers", set: worse, rules: []string{"consumer.send.p99 > +10%"}, err: "names no figure"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a, b := compareResults(tc.set)
@@ -473,5 +479,41 @@ func TestRegistered(t *testing.T) {
 		if _, ok := Lookup(n); !ok {
 			t.Errorf("reporter %s not registered", n)
 		}
+	}
+}
+
+// The chart's legend names what each curve is: the rate of a sending
+// workload is of acknowledged messages, each latency says which it is.
+func TestChartLegend(t *testing.T) {
+	res := syntheticResult([]string{""}, 1)
+	var got []string
+	for _, spec := range chartSpecs(&res.Runs[0]) {
+		for _, l := range spec.lines {
+			got = append(got, spec.ylabel+": "+l.name)
+		}
+	}
+	want := []string{
+		"messages/s: producer acked", "messages/s: consumer received", "messages/s: mirror acked", "messages/s: mirror received",
+		"backlog (messages): consumer", "backlog (messages): mirror",
+		"p99 latency (ms): producer send p99", "p99 latency (ms): consumer e2e p99", "p99 latency (ms): mirror send p99", "p99 latency (ms): mirror e2e p99",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("legend:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// A result saved before the opening phase had a name (phase "") compares
+// with a new one's start phase.
+func TestCompareOpeningPhaseOfOlderResult(t *testing.T) {
+	a := syntheticResult([]string{""}, 1)
+	b := syntheticResult([]string{""}, 1.25)
+	a.Runs[0].Metrics.Phases[0].Name = ""
+	b.Runs[0].Metrics.Phases[0].Name = metrics.OpeningPhase
+	var out bytes.Buffer
+	if _, err := Compare(&out, a, b, CompareOptions{Floors: DefaultFloors}); err != nil {
+		t.Fatal(err)
+	}
+	if s := strings.Join(strings.Fields(out.String()), " "); !strings.Contains(s, "| start | producer | msg/s | 250.00 | 312.50 | +25.0% |") || strings.Contains(s, "is only in") {
+		t.Errorf("the opening phases are not compared:\n%s", s)
 	}
 }

@@ -135,6 +135,9 @@ func Render(w io.Writer, res *results.Result) {
 			}
 			fmt.Fprint(w, "\n\n")
 		}
+		if len(run.Metrics.Phases) == 0 {
+			fmt.Fprintf(w, "No phases: %s.\n\n", noPhasesWhy(run.Status))
+		}
 		for _, sec := range runSections {
 			if h, rows := sec.table(&run); len(rows) > 0 {
 				fmt.Fprintf(w, "%s:\n\n", sec.intro)
@@ -177,6 +180,18 @@ func Render(w io.Writer, res *results.Result) {
 	}
 }
 
+// noPhasesWhy says why a run has no phase: a phase is kept when a step
+// named it or a workload counted a message in it.
+func noPhasesWhy(status string) string {
+	switch status {
+	case results.Failed:
+		return "the run failed before it measured anything"
+	case results.Interrupted:
+		return "the run was interrupted before it measured anything"
+	}
+	return "no workload sent or received a message and no step named a phase"
+}
+
 // runSections are the tables of each run, in order, with the line that
 // introduces them.
 var runSections = []struct {
@@ -185,7 +200,7 @@ var runSections = []struct {
 }{
 	{"Produce (latency from intended send time to broker ack, ms)", ProduceTable},
 	{"Consume (end-to-end latency from intended send time to receipt, ms)", ConsumeTable},
-	{"Driver figures at the end of each phase (connections, in flight...)", GaugeTable},
+	{"Driver figures at each phase's last sample before its workloads were stopped (connections, in flight...)", GaugeTable},
 	{"Events (connections lost and back, errors, rebalances; seconds since the start)", EventsTable},
 	{"Outages (time with connections down; of the sends intended during it, those that failed and those acked late)", OutageTable},
 	{"Collected figures (phase average / max)", ExtraTable},
@@ -196,7 +211,7 @@ var runSections = []struct {
 // SearchTable is a row per trial of every search step, then the rate each
 // search confirmed.
 func SearchTable(run *results.Run) ([]string, [][]string) {
-	header := []string{"search", "trial", "target msg/s", "measured s", "acked", "achieved msg/s", "p99 ms", "failed", "result", "detail"}
+	header := []string{"search", "trial", "target msg/s", "measured s", "acked", "achieved msg/s", "send p99 ms", "failed", "result", "detail"}
 	var rows [][]string
 	for _, s := range run.Searches {
 		n, c := 0, 0
@@ -261,12 +276,7 @@ func F(v float64, d int) string {
 // I formats an integer.
 func I(v int64) string { return strconv.FormatInt(v, 10) }
 
-func phaseName(n string) string {
-	if n == "" {
-		return "(before first phase)"
-	}
-	return n
-}
+func phaseName(n string) string { return metrics.PhaseLabel(n) }
 
 // workloadNames lists the run's workloads whose role has the ability.
 func workloadNames(run *results.Run, has func(metrics.Role) bool) []string {
@@ -282,13 +292,24 @@ func workloadNames(run *results.Run, has func(metrics.Role) bool) []string {
 func sends(r metrics.Role) bool    { return r.Sends }
 func receives(r metrics.Role) bool { return r.Receives }
 
+// latHeader are the headings of lat's columns for a latency named which
+// (send or e2e).
+func latHeader(which string) []string {
+	var h []string
+	for _, f := range []string{"avg", "p50", "p95", "p99", "p99.9", "max"} {
+		h = append(h, which+" "+f+" ms")
+	}
+	return h
+}
+
 func lat(l metrics.Latency) []string {
 	return []string{F(l.Avg, 2), F(l.P50, 2), F(l.P95, 2), F(l.P99, 2), F(l.P999, 2), F(l.Max, 2)}
 }
 
 // ProduceTable is a row per phase and producing workload.
 func ProduceTable(run *results.Run) ([]string, [][]string) {
-	header := []string{"phase", "workload", "duration s", "acked", "msg/s", "max msg/s", "MB/s", "avg", "p50", "p95", "p99", "p99.9", "max", "failed"}
+	header := append([]string{"phase", "workload", "duration s", "acked", "msg/s", "max msg/s", "MB/s"}, latHeader("send")...)
+	header = append(header, "failed")
 	var rows [][]string
 	names := workloadNames(run, sends)
 	for _, ph := range run.Metrics.Phases {
@@ -307,8 +328,8 @@ func ProduceTable(run *results.Run) ([]string, [][]string) {
 
 // ConsumeTable is a row per phase and receiving workload.
 func ConsumeTable(run *results.Run) ([]string, [][]string) {
-	header := []string{"phase", "workload", "duration s", "received", "distinct", "msg/s", "max msg/s", "MB/s", "avg", "p50", "p95", "p99", "p99.9", "max",
-		"backlog msgs", "in flight", "lost", "backlog MB", "broker lag", "dup", "reordered"}
+	header := append([]string{"phase", "workload", "duration s", "received", "distinct", "msg/s", "max msg/s", "MB/s"}, latHeader("e2e")...)
+	header = append(header, "backlog msgs", "in flight", "lost", "backlog MB", "broker lag", "dup", "reordered")
 	var rows [][]string
 	names := workloadNames(run, receives)
 	for _, ph := range run.Metrics.Phases {
@@ -364,19 +385,30 @@ func ExtraTable(run *results.Run) ([]string, [][]string) {
 	return header, rows
 }
 
-// RunsTable is a row per matrix combination and workload, whole-run figures.
+// RunsTable is a row per matrix combination and workload, whole-run
+// figures: the send latency of what a workload sends, the end-to-end
+// latency of what it receives (a relay has both).
 func RunsTable(res *results.Result) ([]string, [][]string) {
-	header := []string{"run", "status", "workload", "messages", "avg msg/s", "max msg/s", "MB/s", "failed", "p99 ms", "max ms"}
+	header := []string{"run", "status", "workload", "messages", "avg msg/s", "max msg/s", "MB/s", "failed", "send p99 ms", "send max ms", "e2e p99 ms", "e2e max ms"}
 	var rows [][]string
 	for i := range res.Runs {
 		run := &res.Runs[i]
 		for _, n := range run.Metrics.Order {
 			s := run.Metrics.Workloads[n]
-			l, msgs, mbps := s.Latency, s.Acked, s.SendMBps
-			if !run.Role(n).Produces() {
-				l, msgs, mbps = s.E2E, s.Received, s.RecvMBps
+			role := run.Role(n)
+			msgs, mbps := s.Acked, s.SendMBps
+			if !role.Produces() {
+				msgs, mbps = s.Received, s.RecvMBps
 			}
-			rows = append(rows, []string{run.Label, run.Status, n, I(msgs), F(s.Rate, 1), F(s.MaxRate, 0), F(mbps, 2), I(s.Failed), F(l.P99, 2), F(l.Max, 2)})
+			send, e2e := []string{"", ""}, []string{"", ""}
+			if role.Sends {
+				send = []string{F(s.Latency.P99, 2), F(s.Latency.Max, 2)}
+			}
+			if role.Receives {
+				e2e = []string{F(s.E2E.P99, 2), F(s.E2E.Max, 2)}
+			}
+			row := []string{run.Label, run.Status, n, I(msgs), F(s.Rate, 1), F(s.MaxRate, 0), F(mbps, 2), I(s.Failed)}
+			rows = append(rows, append(append(row, send...), e2e...))
 		}
 	}
 	return header, rows

@@ -2,6 +2,8 @@ package reporters
 
 import (
 	"bytes"
+	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/planrun/planrun/results"
@@ -17,7 +19,7 @@ func TestMarkdownGolden(t *testing.T) {
 	res.Tables = []results.Table{
 		{Title: "Per run", Columns: []string{"size", "produce msg/s", "max msg/s"}, Rows: [][]string{{"1KB", "1000", "1100"}, {"2KB", "1500", "1650"}}},
 		{Title: "Per phase", Columns: []string{"size", "phase", "consume msg/s"}, Rows: [][]string{{"1KB", "warm", "990"}, {"1KB", "cold-read", "5000"}}},
-		{Title: "Table 7", Transpose: true, Columns: []string{"phase", "produce msg/s", "CPU %"}, Rows: [][]string{{"warm", "1000", "40.0"}, {"cold-read", "900", "88.5"}}},
+		{Title: "Table 7", Transpose: true, Columns: []string{"figure", "produce msg/s", "CPU %"}, Rows: [][]string{{"warm", "1000", "40.0"}, {"cold-read", "900", "88.5"}}},
 	}
 	var b bytes.Buffer
 	Render(&b, res)
@@ -39,4 +41,65 @@ func TestMarkdownWorkersGolden(t *testing.T) {
 	var b bytes.Buffer
 	Render(&b, res)
 	golden(t, "workers.md", b.Bytes())
+}
+
+// Every latency column says which latency it holds: send (intended send
+// time to the broker's ack) or e2e (intended send time to receipt).
+func TestLatencyColumnsSayWhichLatency(t *testing.T) {
+	res := syntheticResult([]string{"size=1KB", "size=2KB"}, 1)
+	run := &res.Runs[0]
+	run.Searches = []results.Search{{Name: "search", Rate: 1000, Found: 1000, Trials: []results.SearchTrial{{Rate: 1000, Seconds: 5, Acked: 5000, Achieved: 1000, P99: 3, Passed: true}}}}
+	latency := regexp.MustCompile(`(^|[ _])(avg|p50|p95|p99|p99\.9|max)([ _]ms)?$`)
+	runs := func(*results.Run) ([]string, [][]string) { return RunsTable(res) }
+	csvHeader := func(*results.Run) ([]string, [][]string) { return seriesRows(res)[0], nil }
+	for _, tc := range []struct {
+		name  string
+		table func(*results.Run) ([]string, [][]string)
+	}{
+		{"produce", ProduceTable}, {"consume", ConsumeTable}, {"runs", runs}, {"search", SearchTable}, {"csv", csvHeader},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			header, _ := tc.table(run)
+			n := 0
+			for _, h := range header {
+				if !latency.MatchString(h) {
+					continue
+				}
+				n++
+				if !strings.HasPrefix(h, "send ") && !strings.HasPrefix(h, "e2e ") && !strings.HasPrefix(h, "send_") && !strings.HasPrefix(h, "e2e_") {
+					t.Errorf("column %q does not say which latency it holds (send or e2e)", h)
+				}
+			}
+			if n == 0 {
+				t.Errorf("no latency column in %v", header)
+			}
+		})
+	}
+}
+
+// A run that ends before it measured anything says why its section has no
+// phase tables, rather than leaving it empty.
+func TestMarkdownRunWithoutPhases(t *testing.T) {
+	for _, tc := range []struct {
+		name, status, err string
+		want              string
+	}{
+		{"setup failed", results.Failed, "target mq: dial tcp 127.0.0.1:1: connection refused",
+			"## Phases\n\nStatus: **failed**: target mq: dial tcp 127.0.0.1:1: connection refused\n\nNo phases: the run failed before it measured anything.\n\n"},
+		{"interrupted", results.Interrupted, "interrupted by signal",
+			"## Phases\n\nStatus: **interrupted**: interrupted by signal\n\nNo phases: the run was interrupted before it measured anything.\n\n"},
+		{"nothing measured", results.Passed, "",
+			"## Phases\n\nNo phases: no workload sent or received a message and no step named a phase.\n\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := &results.Result{Plan: "p", Status: tc.status, Error: tc.err,
+				Runs: []results.Run{{Status: tc.status, Error: tc.err}}}
+			var b bytes.Buffer
+			Render(&b, res)
+			_, section, _ := strings.Cut(b.String(), "## Phases")
+			if "## Phases"+section != tc.want {
+				t.Errorf("section:\n%q\nwant\n%q", "## Phases"+section, tc.want)
+			}
+		})
+	}
 }

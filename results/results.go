@@ -178,7 +178,10 @@ type Assert struct {
 	Detail  string `json:"detail,omitempty"`
 }
 
-// Table is a computed table: reporters only lay it out.
+// Table is a computed table: reporters only lay it out. Its leading
+// columns name the rows (matrix values, phase); a transposed table has one
+// leading column, headed figure, whose cells head the columns once
+// transposed.
 type Table struct {
 	Title     string     `json:"title"`
 	Columns   []string   `json:"columns"`

@@ -118,6 +118,8 @@ func (l *lifecycle) Stop(ctx context.Context) error {
 	if cancel == nil {
 		return nil
 	}
+	// The driver's gauges from now on are of connections closing.
+	l.rec.Stopping()
 	cancel()
 	select {
 	case <-done:
