@@ -141,9 +141,9 @@ func TestHTMLReportInBrowser(t *testing.T) {
 			title  string
 			labels []string
 		}{
-			{"Message rates", []string{"producer sent", "consumer received"}},
+			{"Message rates", []string{"producer acked", "consumer received"}},
 			{"Backlog", []string{"consumer"}},
-			{"p99 latency", []string{"producer p99 to ack", "consumer p99 end to end"}},
+			{"p99 latency", []string{"producer send p99", "consumer e2e p99"}},
 			{"Collected figures", []string{"host.cpu", "broker.connections"}},
 		} {
 			c := page.Chart(t, r, want.title)
