@@ -11,7 +11,6 @@ import (
 	"regexp"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -200,8 +199,6 @@ type Options struct {
 	Formats []string
 }
 
-var yamlLine = regexp.MustCompile(`line (\d+)`)
-
 // Load reads and checks a plan file, every matrix combination of it,
 // without contacting anything.
 func Load(file string, opts Options) (*Source, []*Plan, error) {
@@ -243,14 +240,9 @@ func parseSource(file string, data []byte, opts Options) (*Source, *yamldecode.E
 	errs := &yamldecode.Errors{File: file}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		msg := strings.TrimPrefix(err.Error(), "yaml: ")
-		e := yamldecode.Error{File: file, Msg: "not valid YAML: " + msg}
-		if strings.Contains(msg, "did not find expected ',' or '}'") {
+		e := yamldecode.SyntaxError(file, data, err)
+		if strings.HasSuffix(e.Msg, "did not find expected ',' or '}'") {
 			e.Msg += " (a ${...} inside { } must be quoted: threads: \"${threads}\")"
-		}
-		if m := yamlLine.FindStringSubmatch(msg); m != nil {
-			e.Line, _ = strconv.Atoi(m[1])
-			e.Col = 1
 		}
 		return nil, nil, &yamldecode.ListError{List: []yamldecode.Error{e}}
 	}

@@ -153,3 +153,46 @@ func FuzzParse(f *testing.F) {
 		_, _, _ = plan.Parse("fuzz.yaml", data, plan.Options{LookupEnv: func(string) (string, bool) { return "", false }})
 	})
 }
+
+// A YAML syntax error is reported at the line (and column) it is on:
+// yaml.v3 counts the line of an unclosed flow mapping or sequence, and of a
+// block collection's error, from 0, its scanner errors from 1.
+func TestYAMLSyntaxErrorPlace(t *testing.T) {
+	for _, c := range []struct {
+		name, yaml string
+		want       string // "line:col: message"
+	}{
+		{"flow mapping with unquoted ${}", "name: x\nworkloads:\n  w: {kind: produce, rate: ${r}}\n",
+			`plan.yaml:3:6: not valid YAML: did not find expected ',' or '}' (a ${...} inside { } must be quoted`},
+		{"flow mapping not closed", "name: x\nsteps:\n  - start: {a: b\n  - stop: all\n",
+			`plan.yaml:3:12: not valid YAML: did not find expected ',' or '}'`},
+		{"flow sequence not closed", "name: x\nlist: [a, b\nc: d\n",
+			`plan.yaml:2:7: not valid YAML: did not find expected ',' or ']'`},
+		{"flow sequence in flow mapping", "x: 1\na:\n  b: {c: d, e: [f, g}\n",
+			`plan.yaml:3:16: not valid YAML: did not find expected ',' or ']'`},
+		{"flow mapping on the first line", "w: {kind: produce, rate: ${r}}\nname: x\n",
+			`plan.yaml:1:4: not valid YAML: did not find expected ',' or '}'`},
+		{"flow sequence on the only line", "name: [x\n",
+			`plan.yaml:1:7: not valid YAML: did not find expected ',' or ']'`},
+		{"block sequence entry missing", "name: x\nsteps:\n  - stop: all\n  bad: c\n",
+			`plan.yaml:3:3: not valid YAML: did not find expected '-' indicator`},
+		// Scanner errors: yaml.v3 counts these lines from 1 already.
+		{"mapping value in a value", "name: x\na: b: c\n",
+			`plan.yaml:2:1: not valid YAML: mapping values are not allowed in this context`},
+		{"tab indentation", "name: x\na:\n\tb: c\n",
+			`plan.yaml:3:1: not valid YAML: found character that cannot start any token`},
+		{"unclosed quote", "name: x\na: \"abc\n",
+			`plan.yaml:2:1: not valid YAML: found unexpected end of stream`},
+		{"bad character", "name: x\na: @b\n",
+			`plan.yaml:2:1: not valid YAML: found character that cannot start any token`},
+		{"mapping value on the first line", "a: b: c\n",
+			`plan.yaml:1:1: not valid YAML: mapping values are not allowed in this context`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, _, err := plan.Parse("plan.yaml", []byte(c.yaml), plan.Options{})
+			if err == nil || !strings.HasPrefix(err.Error(), c.want) {
+				t.Errorf("error\n  %v\nwant it to start with\n  %s", err, c.want)
+			}
+		})
+	}
+}
