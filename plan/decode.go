@@ -334,8 +334,8 @@ func (p *Plan) decodeSteps(d *yamldecode.Decoder) {
 			}
 			continue
 		}
-		def := &StepDef{Kind: kind.Name, Step: kind.New(), Line: sn.Line, Col: sn.Column, Index: i}
-		d.DecodeStructs(sn, fmt.Sprintf("step %d (%s)", i+1, kind.Name), &def.Common, def.Step)
+		def := &StepDef{Kind: kind.Name, Step: kind.New(), File: d.Errs.File, Line: sn.Line, Col: sn.Column, Index: i}
+		d.DecodeStructs(sn, stepLabel(i, stepName(sn), kind.Name), &def.Common, def.Step)
 		notRun := false
 		if def.If != nil {
 			v, known := def.If.AtLoad(p.Scope)
@@ -423,4 +423,14 @@ func decodePlacement(d *yamldecode.Decoder, n *yaml.Node, what string) Placement
 	}
 	p.Count = c
 	return p
+}
+
+// stepName is the name: a step's mapping gives, for messages about it.
+func stepName(sn *yaml.Node) string {
+	for j := 0; j+1 < len(sn.Content); j += 2 {
+		if v := sn.Content[j+1]; sn.Content[j].Value == "name" && v.Kind == yaml.ScalarNode {
+			return v.Value
+		}
+	}
+	return ""
 }

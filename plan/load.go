@@ -153,6 +153,7 @@ type StepDef struct {
 	Common
 	Kind      string
 	Step      Step
+	File      string // the plan file, as given
 	Line, Col int
 	Index     int
 }
@@ -164,12 +165,24 @@ type Common struct {
 	If    *expr.BoolExpr `yaml:"if" doc:"run the step only when this expression holds"`
 }
 
-// Describe is how a step is named in output: its name, or kind and line.
+// Describe is how a step is named in output, in progress lines, errors and
+// reports alike: its number, its name if it has one, its kind and place,
+// `step 3 "failing shell" (exec, plan.yaml:14)`.
 func (s *StepDef) Describe() string {
-	if s.Name != "" {
-		return fmt.Sprintf("step %d (%s)", s.Index+1, s.Name)
+	where := fmt.Sprintf("line %d", s.Line)
+	if s.File != "" {
+		where = fmt.Sprintf("%s:%d", s.File, s.Line)
 	}
-	return fmt.Sprintf("step %d (%s, line %d)", s.Index+1, s.Kind, s.Line)
+	return stepLabel(s.Index, s.Name, s.Kind+", "+where)
+}
+
+// stepLabel is `step 3 "name" (what)`, or `step 3 (what)` for a step
+// without a name.
+func stepLabel(index int, name, what string) string {
+	if name != "" {
+		return fmt.Sprintf("step %d %q (%s)", index+1, name, what)
+	}
+	return fmt.Sprintf("step %d (%s)", index+1, what)
 }
 
 // TopLevel are the keys at the top of a plan. The loader reads each

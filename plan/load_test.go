@@ -55,6 +55,7 @@ var loadErrors = []struct {
 	{"unknown top key", "nmae: x\n" + good, []string{`1:1: unknown key "nmae" at the top of the plan (did you mean "name"?)`}},
 	{"several errors at once", strings.Replace(strings.Replace(good, "- stop: all", "- stpo: all", 1), "threads: 2", "threads: -1", 1), []string{`7:`, `19:5: unknown step "stpo"`}},
 	{"two kinds", strings.Replace(good, "  - stop: all", "  - stop: all\n    sleep: 1s", 1), []string{`19:5: step 6 has several kinds`}},
+	{"bad duration in a named step", strings.Replace(good, "    timeout: 10s\n", "    name: fill the backlog\n    timeout: 10\n", 1), []string{`16:14: step 3 "fill the backlog" (wait): timeout: duration "10" needs a unit`}},
 	{"bad yaml", "name: [x\n", []string{`not valid YAML`}},
 	{"not a mapping", "- a\n- b\n", []string{`1:1: a plan is a mapping`}},
 	{"two workload kinds", strings.Replace(good, "consume: { topic: a } }", "consume: { topic: a }, produce: { topic: b } }", 1), []string{`8:13: workload "consumer" needs exactly one of produce:, consume:, relay: or connect: (it has consume and produce)`}},
@@ -194,5 +195,23 @@ func TestYAMLSyntaxErrorPlace(t *testing.T) {
 				t.Errorf("error\n  %v\nwant it to start with\n  %s", err, c.want)
 			}
 		})
+	}
+}
+
+// A step is named in output by its number, its name when it has one, its
+// kind and where it is in the plan.
+func TestStepDescribe(t *testing.T) {
+	_, plans, err := plan.Parse("plans/t.yaml", []byte(strings.Replace(good, "  - stop: all\n", "  - stop: all\n    name: \"end \\\"it\\\"\"\n", 1)), plan.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range map[int]string{
+		0: `step 1 (start, plans/t.yaml:10)`,
+		2: `step 3 (wait, plans/t.yaml:14)`,
+		5: `step 6 "end \"it\"" (stop, plans/t.yaml:19)`,
+	} {
+		if got := plans[0].Steps[i].Describe(); got != want {
+			t.Errorf("step %d is described as %s, want %s", i+1, got, want)
+		}
 	}
 }
