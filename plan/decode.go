@@ -14,6 +14,7 @@ import (
 
 	"github.com/planrun/planrun/drivers"
 	"github.com/planrun/planrun/expr"
+	"github.com/planrun/planrun/units"
 	"github.com/planrun/planrun/workloads"
 	"github.com/planrun/planrun/yamldecode"
 )
@@ -402,7 +403,7 @@ func decodePlacement(d *yamldecode.Decoder, n *yaml.Node, what string) Placement
 		seen := map[int]bool{}
 		for _, i := range p.Indexes {
 			if i < 0 || seen[i] {
-				d.Errs.At(n, "%s: on: worker indexes must be distinct numbers from 0, got %v", what, p.Indexes)
+				d.Errs.At(n, "%s: on: worker indexes must be distinct numbers from 0, got %s", what, units.Value(p.Indexes))
 				break
 			}
 			seen[i] = true
