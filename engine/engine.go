@@ -589,7 +589,11 @@ func (r *Run) AddAssert(a results.Assert) {
 	if !a.Passed {
 		mark = "FAILED"
 	}
-	r.engine.printf("assert %s: %s %s\n", mark, a.Expr, a.Detail)
+	detail := ""
+	if a.Detail != "" {
+		detail = ": " + a.Detail
+	}
+	r.engine.printf("assert %s: %s%s\n", mark, a.Expr, detail)
 }
 
 // skippedProbes records the probes a step skipped by its if: would have

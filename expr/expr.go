@@ -118,7 +118,7 @@ type Expr struct {
 
 type exprPart struct {
 	src         string
-	left, right *vm.Program
+	left, right *vm.Program // right is nil for a figure tested on its own
 }
 
 // BoolExpr is an Expr that must evaluate to true or false.
@@ -243,8 +243,10 @@ func exprErr(err error, env *Scope) string {
 	return msg
 }
 
-// comparisons finds the comparisons in a condition (through && and ||) and
-// compiles their two sides separately.
+// comparisons finds the comparisons in a condition (through &&, || and !)
+// and compiles their two sides separately, and the figures it tests on
+// their own (!producer.running): what a progress line or a failed assert
+// shows. Constants show nothing.
 func comparisons(src string, env *Scope) []exprPart {
 	tree, err := parser.Parse(src)
 	if err != nil {
@@ -253,12 +255,28 @@ func comparisons(src string, env *Scope) []exprPart {
 	var parts []exprPart
 	var walk func(n ast.Node)
 	walk = func(n ast.Node) {
-		b, ok := n.(*ast.BinaryNode)
-		if !ok {
+		switch x := n.(type) {
+		case *ast.UnaryNode:
+			if x.Operator == "!" || x.Operator == "not" {
+				walk(x.Node)
+			}
+			return
+		case *ast.BoolNode, *ast.NilNode, *ast.IntegerNode, *ast.FloatNode, *ast.StringNode, *ast.ConstantNode:
+			return
+		case *ast.BinaryNode:
+		default:
+			if v, err := compile(n.String(), env, false); err == nil {
+				parts = append(parts, exprPart{src: n.String(), left: v})
+			}
 			return
 		}
+		b := n.(*ast.BinaryNode)
 		switch b.Operator {
 		case "&&", "||", "and", "or":
+			walk(b.Left)
+			walk(b.Right)
+		case "in", "not in", "contains", "startsWith", "endsWith", "matches":
+			// No target to show: the values looked at and looked for.
 			walk(b.Left)
 			walk(b.Right)
 		case ">", ">=", "<", "<=", "==", "!=":
@@ -311,6 +329,12 @@ func (b *BoolExpr) Progress(env map[string]any) string {
 	var out []string
 	for _, p := range b.parts {
 		l, lerr := exprlang.Run(p.left, env)
+		if p.right == nil {
+			if lerr == nil {
+				out = append(out, fmt.Sprintf("%s = %s", p.src, FormatValue(p.src, l)))
+			}
+			continue
+		}
 		r, rerr := exprlang.Run(p.right, env)
 		if lerr != nil || rerr != nil {
 			continue

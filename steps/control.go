@@ -153,6 +153,9 @@ func (a *Assert) Run(_ context.Context, r plan.Runtime) error {
 		res.Detail = err.Error()
 	case !ok:
 		res.Detail = a.Cond.Progress(env)
+		if res.Detail == "" {
+			res.Detail = "the condition is false"
+		}
 		if a.Message != "" {
 			res.Detail = a.Message + " (" + res.Detail + ")"
 		}

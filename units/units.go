@@ -97,6 +97,9 @@ func Human(bytes float64) string {
 // struct) as key=value pairs in key order, nested groups as key.sub=value.
 func Value(v any) string {
 	if pairs := flatten("", reflect.ValueOf(v)); pairs != nil {
+		if len(pairs) == 0 {
+			return "none"
+		}
 		out := make([]string, len(pairs))
 		for i, p := range pairs {
 			out[i] = p[0] + "=" + p[1]
@@ -221,7 +224,7 @@ func deref(v reflect.Value) reflect.Value {
 // Labelled is "name = value" for a single value and "name: key=value ..."
 // for a group of values, as reports and progress lines list probes.
 func Labelled(name string, v any) string {
-	if flatten("", reflect.ValueOf(v)) != nil {
+	if pairs := flatten("", reflect.ValueOf(v)); len(pairs) > 0 {
 		return name + ": " + Value(v)
 	}
 	return name + " = " + Value(v)

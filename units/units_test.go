@@ -73,6 +73,7 @@ func TestValue(t *testing.T) {
 		{inner{P99: 3.5, Max: 9}, "max=9 p99=3.5"},
 		{&inner{P99: 1}, "max=0 p99=1"},
 		{[]any{map[string]any{"a": 1.0}}, "{a=1}"},
+		{map[string]float64{}, "none"},
 	} {
 		got := Value(c.in)
 		if got != c.want {
