@@ -62,6 +62,12 @@ type Recorder struct {
 	outDelayed, outFailed     atomic.Int64
 	outs                      atomic.Pointer[[]*outageRec]
 	events                    eventLog
+
+	// runMu guards the running time: runFor until runSince, when the
+	// workload last started (zero while it is stopped).
+	runMu    sync.Mutex
+	runSince time.Time
+	runFor   time.Duration
 }
 
 // NewRecorder returns a recorder for one workload.
@@ -199,7 +205,35 @@ func (r *Recorder) AddDuplicates(n int64) {
 }
 
 // SetRunning marks the workload running or stopped.
-func (r *Recorder) SetRunning(b bool) { r.running.Store(b) }
+func (r *Recorder) SetRunning(b bool) { r.SetRunningAt(b, time.Now()) }
+
+// SetRunningAt is SetRunning at a given instant. Saying the state the
+// workload is already in changes nothing.
+func (r *Recorder) SetRunningAt(b bool, at time.Time) {
+	r.runMu.Lock()
+	defer r.runMu.Unlock()
+	switch {
+	case b && r.runSince.IsZero():
+		r.runSince = at
+	case !b && !r.runSince.IsZero():
+		r.runFor += max(0, at.Sub(r.runSince))
+		r.runSince = time.Time{}
+	}
+	r.running.Store(b)
+}
+
+// RunningTime is how long the workload has run up to now, over all its
+// starts and stops: what a rate over an interval in which it started or
+// stopped is divided by.
+func (r *Recorder) RunningTime(now time.Time) time.Duration {
+	r.runMu.Lock()
+	defer r.runMu.Unlock()
+	d := r.runFor
+	if !r.runSince.IsZero() {
+		d += max(0, now.Sub(r.runSince))
+	}
+	return d
+}
 
 // SetGauges installs a function read at every sample for driver figures.
 func (r *Recorder) SetGauges(f func() map[string]float64) {
