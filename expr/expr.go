@@ -183,7 +183,8 @@ func compile(src string, env *Scope, boolean bool) (*vm.Program, error) {
 	if boolean {
 		opts = append(opts, exprlang.AsBool(), exprlang.Patch(naGuard{}))
 	}
-	return exprlang.Compile(src, opts...)
+	prog, err := exprlang.Compile(src, opts...)
+	return prog, plainTypes(err)
 }
 
 var (
@@ -304,8 +305,44 @@ func (e *Expr) Eval(env map[string]any) (any, error) {
 	if e.prog == nil {
 		return nil, fmt.Errorf("expression %q was not compiled", e.Src)
 	}
-	return exprlang.Run(e.prog, env)
+	v, err := exprlang.Run(e.prog, env)
+	return v, plainTypes(err)
 }
+
+// goTypes are the Go type names expr-lang's errors speak of.
+var goTypes = regexp.MustCompile(`map\[string\](?:interface \{\}|any|float64|string)|\[\](?:interface \{\}|any|float64|string)|interface \{\}|\b(?:float64|int64|int)\b`)
+
+// plainTypes names the types in an evaluation error as plans do: mapping,
+// list, number.
+func plainTypes(err error) error {
+	if err == nil {
+		return nil
+	}
+	msg := goTypes.ReplaceAllStringFunc(err.Error(), func(t string) string {
+		switch {
+		case strings.HasPrefix(t, "map["):
+			return "mapping"
+		case strings.HasPrefix(t, "[]"):
+			return "list"
+		case t == "interface {}":
+			return "any"
+		}
+		return "number"
+	})
+	if msg == err.Error() {
+		return err
+	}
+	return &plainError{msg: msg, err: err}
+}
+
+// plainError is an error with a new text that still unwraps to the first.
+type plainError struct {
+	msg string
+	err error
+}
+
+func (e *plainError) Error() string { return e.msg }
+func (e *plainError) Unwrap() error { return e.err }
 
 // True evaluates a condition.
 func (b *BoolExpr) True(env map[string]any) (bool, error) {

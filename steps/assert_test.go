@@ -40,3 +40,19 @@ func TestAssertSaysWhatItCompared(t *testing.T) {
 		})
 	}
 }
+
+// An assert whose condition cannot be evaluated says why in the plan's
+// words, without Go's type names.
+func TestAssertErrorWithoutGoTypes(t *testing.T) {
+	res, out := run(t, context.Background(), t.TempDir(), "  - shell: echo 1\n    as: n\n  - assert: probes.n > 1\n")
+	as := res.Runs[0].Asserts
+	if len(as) != 1 || as[0].Passed {
+		t.Fatalf("asserts %+v", as)
+	}
+	if want := "mapping > number"; !strings.Contains(as[0].Detail, want) {
+		t.Errorf("detail %q lacks %q", as[0].Detail, want)
+	}
+	if strings.Contains(out, "map[") || strings.Contains(out, "interface {}") {
+		t.Errorf("Go types in the output:\n%s", out)
+	}
+}
