@@ -118,6 +118,7 @@ type Run struct {
 	phaseAt   time.Time
 	status    func(now time.Time) string // the current step's, nil between steps
 	curStep   string
+	curDef    *plan.StepDef // the step running, nil between steps
 	failCause context.CancelCauseFunc
 	failErr   error
 	samplers  []plan.Sampler
@@ -460,7 +461,7 @@ func (r *Run) steps(ctx context.Context, out *results.Run) error {
 			r.StartPhase(s.Phase)
 		}
 		r.mu.Lock()
-		r.curStep = rec.What
+		r.curStep, r.curDef = rec.What, s
 		r.status = nil
 		r.mu.Unlock()
 		r.engine.printf("%s %s\n", clock(r.coll.Start()), rec.What)
@@ -477,7 +478,7 @@ func (r *Run) steps(ctx context.Context, out *results.Run) error {
 		}
 		r.mu.Lock()
 		r.failCause = nil
-		r.status = nil // a step's status ends with it
+		r.status, r.curDef = nil, nil // a step's status ends with it
 		r.mu.Unlock()
 		cause := context.Cause(sctx)
 		cancel(nil)
@@ -587,9 +588,13 @@ func (r *Run) SetStatusFunc(f func(now time.Time) string) {
 	r.mu.Unlock()
 }
 
-// AddAssert records an assert's outcome.
+// AddAssert records an assert's outcome, with the step that made it named
+// as steps are everywhere.
 func (r *Run) AddAssert(a results.Assert) {
 	r.mu.Lock()
+	if r.curDef != nil {
+		a.Step = r.curDef.Describe()
+	}
 	r.asserts = append(r.asserts, a)
 	r.mu.Unlock()
 	mark := "ok"

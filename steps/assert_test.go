@@ -28,6 +28,9 @@ func TestAssertSaysWhatItCompared(t *testing.T) {
 			if len(as) != 1 || as[0].Passed {
 				t.Fatalf("asserts %+v", as)
 			}
+			if want := "(assert, plan.yaml:"; !strings.HasPrefix(as[0].Step, "step ") || !strings.Contains(as[0].Step, want) {
+				t.Errorf("the assert's step is %q, not named as steps are", as[0].Step)
+			}
 			if as[0].Detail != c.detail {
 				t.Errorf("detail %q, want %q", as[0].Detail, c.detail)
 			}
