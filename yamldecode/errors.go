@@ -157,7 +157,8 @@ func SyntaxError(file string, data []byte, err error) Error {
 	parser := slices.Contains(parserProblems, msg)
 	switch {
 	case parser:
-		// Past the last line when the problem is the end of the file.
+		// A problem at the end of the file (a collection never closed) is
+		// on the line after the last: said at the last.
 		e.Line = min(line+1, len(lines))
 	case line > 0:
 		e.Line = line
