@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -255,17 +256,36 @@ func parseArgs(args []string) (*cli, error) {
 		}
 	}
 	if c.cmd == "" {
-		if len(c.args) > 0 {
-			switch c.args[0] {
-			case "run", "validate", "version", "report", "compare", "explain", "schema", "help", "worker":
-				c.cmd, c.args = c.args[0], c.args[1:]
-			}
+		if len(c.args) > 0 && slices.Contains(commands, c.args[0]) {
+			c.cmd, c.args = c.args[0], c.args[1:]
 		}
 		if c.cmd == "" {
 			c.cmd = "run"
+			if len(c.args) > 0 && !isPlanFile(c.args[0]) {
+				// planrun PLAN.yaml runs a plan: a first word that is no
+				// file is a command mistyped.
+				a := c.args[0]
+				if hint := yamldecode.Suggest(a, commands); hint != "" {
+					return nil, fmt.Errorf("unknown command %q%s", a, hint)
+				}
+				return nil, fmt.Errorf("%q is neither a command nor a plan file; commands: %s", a, strings.Join(commands, ", "))
+			}
 		}
 	}
 	return c, nil
+}
+
+// commands are planrun's commands; a plan file given alone is run.
+var commands = []string{"run", "validate", "report", "compare", "explain", "schema", "worker", "kube", "version", "help"}
+
+// isPlanFile says whether a first argument names a plan: a file that
+// exists, or a name ending in .yaml or .yml (an error says it is missing).
+func isPlanFile(a string) bool {
+	if ext := strings.ToLower(filepath.Ext(a)); ext == ".yaml" || ext == ".yml" || strings.ContainsRune(a, os.PathSeparator) {
+		return true
+	}
+	_, err := os.Stat(a)
+	return err == nil
 }
 
 func run(args []string, stdout, stderr io.Writer) int {

@@ -42,7 +42,7 @@ func TestExitCodes(t *testing.T) {
 	good := writePlan(t, memPlan)
 	bad := writePlan(t, strings.Replace(memPlan, "- start: producer", "- strat: producer", 1))
 	unreachable := writePlan(t, strings.Replace(strings.Replace(memPlan, "driver: memory", "driver: kafka, brokers: \"127.0.0.1:1\", dial_timeout: 200ms", 1), "  - assert", "  - sleep: 1s\n  - assert", 1))
-	out := t.TempDir()
+	out, sout := t.TempDir(), t.TempDir()
 	cases := []struct {
 		name string
 		args []string
@@ -66,6 +66,14 @@ func TestExitCodes(t *testing.T) {
 		{"explain a step", []string{"explain", "step", "wait"}, 0, "on_timeout"},
 		{"explain unknown", []string{"explain", "kafak"}, 2, `nothing called "kafak" (did you mean "kafka"?)`},
 		{"bad stop timeout", []string{"--stop-timeout", "30", good}, 2, `--stop-timeout "30": give a duration such as 30s`},
+		{"misspelt command", []string{"valdate", good}, 2, `unknown command "valdate" (did you mean "validate"?)`},
+		{"misspelt command alone", []string{"reprot"}, 2, `unknown command "reprot" (did you mean "report"?)`},
+		{"neither command nor plan", []string{"frobnicate", good}, 2, `"frobnicate" is neither a command nor a plan file; commands: run, validate`},
+		{"run for a series file", []string{"--out", sout, "-q", good}, 0, ""},
+		{"report of a series file", []string{"report", "--out", t.TempDir(), filepath.Join(sout, "cli.series.jsonl")}, 2,
+			"is a series file, not a saved result: planrun report --from-series " + filepath.Join(sout, "cli.series.jsonl")},
+		{"compare a series file", []string{"compare", filepath.Join(sout, "cli.json"), filepath.Join(sout, "cli.series.jsonl")}, 2, "planrun report --from-series"},
+		{"from-series of a result", []string{"report", "--from-series", "--out", t.TempDir(), filepath.Join(sout, "cli.json")}, 2, "is a saved result, not a series file: leave out --from-series"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -116,8 +116,9 @@ type Run struct {
 	warnings  []string
 	phase     string
 	phaseAt   time.Time
-	status    string
+	status    func(now time.Time) string // the current step's, nil between steps
 	curStep   string
+	curDef    *plan.StepDef // the step running, nil between steps
 	failCause context.CancelCauseFunc
 	failErr   error
 	samplers  []plan.Sampler
@@ -460,8 +461,8 @@ func (r *Run) steps(ctx context.Context, out *results.Run) error {
 			r.StartPhase(s.Phase)
 		}
 		r.mu.Lock()
-		r.curStep = rec.What
-		r.status = ""
+		r.curStep, r.curDef = rec.What, s
+		r.status = nil
 		r.mu.Unlock()
 		r.engine.printf("%s %s\n", clock(r.coll.Start()), rec.What)
 		sctx, cancel := context.WithCancelCause(ctx)
@@ -477,6 +478,7 @@ func (r *Run) steps(ctx context.Context, out *results.Run) error {
 		}
 		r.mu.Lock()
 		r.failCause = nil
+		r.status, r.curDef = nil, nil // a step's status ends with it
 		r.mu.Unlock()
 		cause := context.Cause(sctx)
 		cancel(nil)
@@ -575,21 +577,35 @@ func (r *Run) Target(name string) drivers.Target { return r.targets[name] }
 
 // SetStatus sets the line progress output shows for the current step.
 func (r *Run) SetStatus(s string) {
+	r.SetStatusFunc(func(time.Time) string { return s })
+}
+
+// SetStatusFunc has the current step's progress line computed when it is
+// printed.
+func (r *Run) SetStatusFunc(f func(now time.Time) string) {
 	r.mu.Lock()
-	r.status = s
+	r.status = f
 	r.mu.Unlock()
 }
 
-// AddAssert records an assert's outcome.
+// AddAssert records an assert's outcome, with the step that made it named
+// as steps are everywhere.
 func (r *Run) AddAssert(a results.Assert) {
 	r.mu.Lock()
+	if r.curDef != nil {
+		a.Step = r.curDef.Describe()
+	}
 	r.asserts = append(r.asserts, a)
 	r.mu.Unlock()
 	mark := "ok"
 	if !a.Passed {
 		mark = "FAILED"
 	}
-	r.engine.printf("assert %s: %s %s\n", mark, a.Expr, a.Detail)
+	detail := ""
+	if a.Detail != "" {
+		detail = ": " + a.Detail
+	}
+	r.engine.printf("assert %s: %s%s\n", mark, a.Expr, detail)
 }
 
 // skippedProbes records the probes a step skipped by its if: would have
@@ -700,8 +716,7 @@ func (r *Run) progress(ctx context.Context) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	last := 0.0
-	prev := map[string]metrics.Stats{}
-	prevAt := time.Now()
+	rates := intervalRates{}
 	for {
 		select {
 		case <-ctx.Done():
@@ -712,26 +727,29 @@ func (r *Run) progress(ctx context.Context) {
 		wins := r.coll.Windows(last)
 		last = now.Sub(r.coll.Start()).Seconds()
 		snap := r.coll.Snapshot(now, false)
-		dt := now.Sub(prevAt).Seconds()
-		prevAt = now
 		for _, name := range snap.Order {
 			st := snap.Workloads[name]
-			p := prev[name]
-			prev[name] = st
+			rec := r.works[name].Recorder()
+			role := rec.Role
+			count, bytes := st.Received, st.BytesReceived
+			if !role.Receives {
+				count, bytes = st.Acked, st.BytesAcked
+			}
+			msgs, mbps := rates.next(name, count, bytes, rec.RunningTime(now))
 			if !st.Running {
 				continue
 			}
 			w := wins[name]
 			var line string
-			switch role := r.works[name].Recorder().Role; {
+			switch {
 			case role.Connects:
 				line = formatGauges(st.Gauges)
 			case !role.Receives:
 				line = fmt.Sprintf("%d sent, %.1f msg/s (%.2f MB/s), latency p99 %s (run: avg %s, max %s), %d failed",
-					st.Acked, float64(st.Acked-p.Acked)/dt, float64(st.BytesAcked-p.BytesAcked)/dt/1e6, msOrNA(w.P99, w.Samples), msOrNA(st.Latency.Avg, 1), msOrNA(st.Latency.Max, 1), st.Failed)
+					st.Acked, msgs, mbps, msOrNA(w.P99, w.Samples), msOrNA(st.Latency.Avg, 1), msOrNA(st.Latency.Max, 1), st.Failed)
 			default:
 				line = fmt.Sprintf("%d received, %.1f msg/s (%.2f MB/s), e2e p99 %s, backlog %d msgs (%s)",
-					st.Received, float64(st.Received-p.Received)/dt, float64(st.BytesReceived-p.BytesReceived)/dt/1e6, msOrNA(w.E2EP99, w.Samples), st.Backlog.Messages, units.Human(float64(st.Backlog.Bytes)))
+					st.Received, msgs, mbps, msOrNA(w.E2EP99, w.Samples), st.Backlog.Messages, units.Human(float64(st.Backlog.Bytes)))
 				if st.Lag >= 0 {
 					line += fmt.Sprintf(", broker lag %d", st.Lag)
 					if !metrics.IsNA(st.LagAge) && st.LagAge >= 0.05 {
@@ -747,10 +765,35 @@ func (r *Run) progress(ctx context.Context) {
 		r.mu.Lock()
 		status, step := r.status, r.curStep
 		r.mu.Unlock()
-		if status != "" {
-			r.engine.printf("%s %s: %s\n", clock(r.coll.Start()), step, status)
+		if status == nil {
+			continue
+		}
+		if s := status(time.Now()); s != "" {
+			r.engine.printf("%s %s: %s\n", clock(r.coll.Start()), step, s)
 		}
 	}
+}
+
+// intervalRates are the rates of progress lines: the messages and bytes
+// counted since a workload's previous line over the time it ran since
+// then, not over the whole interval (a workload that started 1.5 s before
+// the line has 1.5 s of messages).
+type intervalRates map[string]rateMark
+
+type rateMark struct {
+	count, bytes int64
+	ran          time.Duration
+}
+
+// next takes a workload's counts and running time now and returns its
+// rates since the previous call (zero when it did not run in between).
+func (ir intervalRates) next(name string, count, bytes int64, ran time.Duration) (msgs, mbps float64) {
+	p := ir[name]
+	ir[name] = rateMark{count: count, bytes: bytes, ran: ran}
+	if secs := (ran - p.ran).Seconds(); secs > 0 {
+		return float64(count-p.count) / secs, float64(bytes-p.bytes) / secs / 1e6
+	}
+	return 0, 0
 }
 
 // msOrNA prints a latency figure of the last interval, or says there was

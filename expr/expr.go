@@ -118,7 +118,7 @@ type Expr struct {
 
 type exprPart struct {
 	src         string
-	left, right *vm.Program
+	left, right *vm.Program // right is nil for a figure tested on its own
 }
 
 // BoolExpr is an Expr that must evaluate to true or false.
@@ -183,7 +183,8 @@ func compile(src string, env *Scope, boolean bool) (*vm.Program, error) {
 	if boolean {
 		opts = append(opts, exprlang.AsBool(), exprlang.Patch(naGuard{}))
 	}
-	return exprlang.Compile(src, opts...)
+	prog, err := exprlang.Compile(src, opts...)
+	return prog, plainTypes(err)
 }
 
 var (
@@ -243,8 +244,10 @@ func exprErr(err error, env *Scope) string {
 	return msg
 }
 
-// comparisons finds the comparisons in a condition (through && and ||) and
-// compiles their two sides separately.
+// comparisons finds the comparisons in a condition (through &&, || and !)
+// and compiles their two sides separately, and the figures it tests on
+// their own (!producer.running): what a progress line or a failed assert
+// shows. Constants show nothing.
 func comparisons(src string, env *Scope) []exprPart {
 	tree, err := parser.Parse(src)
 	if err != nil {
@@ -253,12 +256,28 @@ func comparisons(src string, env *Scope) []exprPart {
 	var parts []exprPart
 	var walk func(n ast.Node)
 	walk = func(n ast.Node) {
-		b, ok := n.(*ast.BinaryNode)
-		if !ok {
+		switch x := n.(type) {
+		case *ast.UnaryNode:
+			if x.Operator == "!" || x.Operator == "not" {
+				walk(x.Node)
+			}
+			return
+		case *ast.BoolNode, *ast.NilNode, *ast.IntegerNode, *ast.FloatNode, *ast.StringNode, *ast.ConstantNode:
+			return
+		case *ast.BinaryNode:
+		default:
+			if v, err := compile(n.String(), env, false); err == nil {
+				parts = append(parts, exprPart{src: n.String(), left: v})
+			}
 			return
 		}
+		b := n.(*ast.BinaryNode)
 		switch b.Operator {
 		case "&&", "||", "and", "or":
+			walk(b.Left)
+			walk(b.Right)
+		case "in", "not in", "contains", "startsWith", "endsWith", "matches":
+			// No target to show: the values looked at and looked for.
 			walk(b.Left)
 			walk(b.Right)
 		case ">", ">=", "<", "<=", "==", "!=":
@@ -286,8 +305,44 @@ func (e *Expr) Eval(env map[string]any) (any, error) {
 	if e.prog == nil {
 		return nil, fmt.Errorf("expression %q was not compiled", e.Src)
 	}
-	return exprlang.Run(e.prog, env)
+	v, err := exprlang.Run(e.prog, env)
+	return v, plainTypes(err)
 }
+
+// goTypes are the Go type names expr-lang's errors speak of.
+var goTypes = regexp.MustCompile(`map\[string\](?:interface \{\}|any|float64|string)|\[\](?:interface \{\}|any|float64|string)|interface \{\}|\b(?:float64|int64|int)\b`)
+
+// plainTypes names the types in an evaluation error as plans do: mapping,
+// list, number.
+func plainTypes(err error) error {
+	if err == nil {
+		return nil
+	}
+	msg := goTypes.ReplaceAllStringFunc(err.Error(), func(t string) string {
+		switch {
+		case strings.HasPrefix(t, "map["):
+			return "mapping"
+		case strings.HasPrefix(t, "[]"):
+			return "list"
+		case t == "interface {}":
+			return "any"
+		}
+		return "number"
+	})
+	if msg == err.Error() {
+		return err
+	}
+	return &plainError{msg: msg, err: err}
+}
+
+// plainError is an error with a new text that still unwraps to the first.
+type plainError struct {
+	msg string
+	err error
+}
+
+func (e *plainError) Error() string { return e.msg }
+func (e *plainError) Unwrap() error { return e.err }
 
 // True evaluates a condition.
 func (b *BoolExpr) True(env map[string]any) (bool, error) {
@@ -311,6 +366,12 @@ func (b *BoolExpr) Progress(env map[string]any) string {
 	var out []string
 	for _, p := range b.parts {
 		l, lerr := exprlang.Run(p.left, env)
+		if p.right == nil {
+			if lerr == nil {
+				out = append(out, fmt.Sprintf("%s = %s", p.src, FormatValue(p.src, l)))
+			}
+			continue
+		}
 		r, rerr := exprlang.Run(p.right, env)
 		if lerr != nil || rerr != nil {
 			continue

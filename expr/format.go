@@ -30,7 +30,7 @@ func FormatValue(src string, v any) string {
 		}
 		return strconv.FormatFloat(f, 'f', 2, 64)
 	}
-	return fmt.Sprint(v)
+	return units.Value(v)
 }
 
 // CheckFormat tries a printf format on a value of the expression's kind

@@ -63,6 +63,12 @@ type Recorder struct {
 	outDelayed, outFailed     atomic.Int64
 	outs                      atomic.Pointer[[]*outageRec]
 	events                    eventLog
+
+	// runMu guards the running time: runFor until runSince, when the
+	// workload last started (zero while it is stopped).
+	runMu    sync.Mutex
+	runSince time.Time
+	runFor   time.Duration
 }
 
 // NewRecorder returns a recorder for one workload.
@@ -200,9 +206,22 @@ func (r *Recorder) AddDuplicates(n int64) {
 }
 
 // SetRunning marks the workload running or stopped.
-// A workload that starts again is no longer being stopped; one still
-// reported running while a stop is under way is.
-func (r *Recorder) SetRunning(b bool) {
+func (r *Recorder) SetRunning(b bool) { r.SetRunningAt(b, time.Now()) }
+
+// SetRunningAt is SetRunning at a given instant. Saying the state the
+// workload is already in changes nothing. A workload that starts again is
+// no longer being stopped; one still reported running while a stop is
+// under way is.
+func (r *Recorder) SetRunningAt(b bool, at time.Time) {
+	r.runMu.Lock()
+	defer r.runMu.Unlock()
+	switch {
+	case b && r.runSince.IsZero():
+		r.runSince = at
+	case !b && !r.runSince.IsZero():
+		r.runFor += max(0, at.Sub(r.runSince))
+		r.runSince = time.Time{}
+	}
 	if !b {
 		r.running.Store(false)
 		return
@@ -216,6 +235,19 @@ func (r *Recorder) SetRunning(b bool) {
 // driver gauges from now on (connections closing) are not what it ran
 // with, and a phase keeps those of its last sample before.
 func (r *Recorder) Stopping() { r.stopping.Store(true) }
+
+// RunningTime is how long the workload has run up to now, over all its
+// starts and stops: what a rate over an interval in which it started or
+// stopped is divided by.
+func (r *Recorder) RunningTime(now time.Time) time.Duration {
+	r.runMu.Lock()
+	defer r.runMu.Unlock()
+	d := r.runFor
+	if !r.runSince.IsZero() {
+		d += max(0, now.Sub(r.runSince))
+	}
+	return d
+}
 
 // SetGauges installs a function read at every sample for driver figures.
 func (r *Recorder) SetGauges(f func() map[string]float64) {

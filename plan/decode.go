@@ -14,6 +14,7 @@ import (
 
 	"github.com/planrun/planrun/drivers"
 	"github.com/planrun/planrun/expr"
+	"github.com/planrun/planrun/units"
 	"github.com/planrun/planrun/workloads"
 	"github.com/planrun/planrun/yamldecode"
 )
@@ -338,8 +339,8 @@ func (p *Plan) decodeSteps(d *yamldecode.Decoder) {
 			}
 			continue
 		}
-		def := &StepDef{Kind: kind.Name, Step: kind.New(), Line: sn.Line, Col: sn.Column, Index: i}
-		d.DecodeStructs(sn, fmt.Sprintf("step %d (%s)", i+1, kind.Name), &def.Common, def.Step)
+		def := &StepDef{Kind: kind.Name, Step: kind.New(), File: d.Errs.File, Line: sn.Line, Col: sn.Column, Index: i}
+		d.DecodeStructs(sn, stepLabel(i, stepName(sn), kind.Name), &def.Common, def.Step)
 		notRun := false
 		if def.If != nil {
 			v, known := def.If.AtLoad(p.Scope)
@@ -406,7 +407,7 @@ func decodePlacement(d *yamldecode.Decoder, n *yaml.Node, what string) Placement
 		seen := map[int]bool{}
 		for _, i := range p.Indexes {
 			if i < 0 || seen[i] {
-				d.Errs.At(n, "%s: on: worker indexes must be distinct numbers from 0, got %v", what, p.Indexes)
+				d.Errs.At(n, "%s: on: worker indexes must be distinct numbers from 0, got %s", what, units.Value(p.Indexes))
 				break
 			}
 			seen[i] = true
@@ -437,4 +438,14 @@ func keyNode(n *yaml.Node, key string) *yaml.Node {
 		}
 	}
 	return n
+}
+
+// stepName is the name: a step's mapping gives, for messages about it.
+func stepName(sn *yaml.Node) string {
+	for j := 0; j+1 < len(sn.Content); j += 2 {
+		if v := sn.Content[j+1]; sn.Content[j].Value == "name" && v.Kind == yaml.ScalarNode {
+			return v.Value
+		}
+	}
+	return ""
 }

@@ -12,7 +12,6 @@ import (
 	"regexp"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -184,6 +183,7 @@ type StepDef struct {
 	Common
 	Kind      string
 	Step      Step
+	File      string // the plan file, as given
 	Line, Col int
 	Index     int
 }
@@ -195,12 +195,24 @@ type Common struct {
 	If    *expr.BoolExpr `yaml:"if" doc:"run the step only when this expression holds"`
 }
 
-// Describe is how a step is named in output: its name, or kind and line.
+// Describe is how a step is named in output, in progress lines, errors and
+// reports alike: its number, its name if it has one, its kind and place,
+// `step 3 "failing shell" (exec, plan.yaml:14)`.
 func (s *StepDef) Describe() string {
-	if s.Name != "" {
-		return fmt.Sprintf("step %d (%s)", s.Index+1, s.Name)
+	where := fmt.Sprintf("line %d", s.Line)
+	if s.File != "" {
+		where = fmt.Sprintf("%s:%d", s.File, s.Line)
 	}
-	return fmt.Sprintf("step %d (%s, line %d)", s.Index+1, s.Kind, s.Line)
+	return stepLabel(s.Index, s.Name, s.Kind+", "+where)
+}
+
+// stepLabel is `step 3 "name" (what)`, or `step 3 (what)` for a step
+// without a name.
+func stepLabel(index int, name, what string) string {
+	if name != "" {
+		return fmt.Sprintf("step %d %q (%s)", index+1, name, what)
+	}
+	return fmt.Sprintf("step %d (%s)", index+1, what)
 }
 
 // TopLevel are the keys at the top of a plan. The loader reads each
@@ -229,8 +241,6 @@ type Options struct {
 	// asking for another is an error at load time.
 	Formats []string
 }
-
-var yamlLine = regexp.MustCompile(`line (\d+)`)
 
 // Load reads and checks a plan file, every matrix combination of it,
 // without contacting anything.
@@ -273,14 +283,9 @@ func parseSource(file string, data []byte, opts Options) (*Source, *yamldecode.E
 	errs := &yamldecode.Errors{File: file}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		msg := strings.TrimPrefix(err.Error(), "yaml: ")
-		e := yamldecode.Error{File: file, Msg: "not valid YAML: " + msg}
-		if strings.Contains(msg, "did not find expected ',' or '}'") {
+		e := yamldecode.SyntaxError(file, data, err)
+		if strings.HasSuffix(e.Msg, "did not find expected ',' or '}'") {
 			e.Msg += " (a ${...} inside { } must be quoted: threads: \"${threads}\")"
-		}
-		if m := yamlLine.FindStringSubmatch(msg); m != nil {
-			e.Line, _ = strconv.Atoi(m[1])
-			e.Col = 1
 		}
 		return nil, nil, &yamldecode.ListError{List: []yamldecode.Error{e}}
 	}

@@ -55,6 +55,7 @@ var loadErrors = []struct {
 	{"unknown top key", "nmae: x\n" + good, []string{`1:1: unknown key "nmae" at the top of the plan (did you mean "name"?)`}},
 	{"several errors at once", strings.Replace(strings.Replace(good, "- stop: all", "- stpo: all", 1), "threads: 2", "threads: -1", 1), []string{`7:`, `19:5: unknown step "stpo"`}},
 	{"two kinds", strings.Replace(good, "  - stop: all", "  - stop: all\n    sleep: 1s", 1), []string{`19:5: step 6 has several kinds`}},
+	{"bad duration in a named step", strings.Replace(good, "    timeout: 10s\n", "    name: fill the backlog\n    timeout: 10\n", 1), []string{`16:14: step 3 "fill the backlog" (wait): timeout: duration "10" needs a unit`}},
 	{"bad yaml", "name: [x\n", []string{`not valid YAML`}},
 	{"not a mapping", "- a\n- b\n", []string{`1:1: a plan is a mapping`}},
 	{"two workload kinds", strings.Replace(good, "consume: { topic: a } }", "consume: { topic: a }, produce: { topic: b } }", 1), []string{`8:13: workload "consumer" needs exactly one of produce:, consume:, relay: or connect: (it has consume and produce)`}},
@@ -166,4 +167,65 @@ func FuzzParse(f *testing.F) {
 		// Any input gives a plan or an error, never a panic.
 		_, _, _ = plan.Parse("fuzz.yaml", data, plan.Options{LookupEnv: func(string) (string, bool) { return "", false }})
 	})
+}
+
+// A YAML syntax error is reported at the line (and column) it is on:
+// yaml.v3 counts the line of an unclosed flow mapping or sequence, and of a
+// block collection's error, from 0, its scanner errors from 1.
+func TestYAMLSyntaxErrorPlace(t *testing.T) {
+	for _, c := range []struct {
+		name, yaml string
+		want       string // "line:col: message"
+	}{
+		{"flow mapping with unquoted ${}", "name: x\nworkloads:\n  w: {kind: produce, rate: ${r}}\n",
+			`plan.yaml:3:6: not valid YAML: did not find expected ',' or '}' (a ${...} inside { } must be quoted`},
+		{"flow mapping not closed", "name: x\nsteps:\n  - start: {a: b\n  - stop: all\n",
+			`plan.yaml:3:12: not valid YAML: did not find expected ',' or '}'`},
+		{"flow sequence not closed", "name: x\nlist: [a, b\nc: d\n",
+			`plan.yaml:2:7: not valid YAML: did not find expected ',' or ']'`},
+		{"flow sequence in flow mapping", "x: 1\na:\n  b: {c: d, e: [f, g}\n",
+			`plan.yaml:3:16: not valid YAML: did not find expected ',' or ']'`},
+		{"flow mapping on the first line", "w: {kind: produce, rate: ${r}}\nname: x\n",
+			`plan.yaml:1:4: not valid YAML: did not find expected ',' or '}'`},
+		{"flow sequence on the only line", "name: [x\n",
+			`plan.yaml:1:7: not valid YAML: did not find expected ',' or ']'`},
+		{"block sequence entry missing", "name: x\nsteps:\n  - stop: all\n  bad: c\n",
+			`plan.yaml:3:3: not valid YAML: did not find expected '-' indicator`},
+		// Scanner errors: yaml.v3 counts these lines from 1 already.
+		{"mapping value in a value", "name: x\na: b: c\n",
+			`plan.yaml:2:1: not valid YAML: mapping values are not allowed in this context`},
+		{"tab indentation", "name: x\na:\n\tb: c\n",
+			`plan.yaml:3:1: not valid YAML: found character that cannot start any token`},
+		{"unclosed quote", "name: x\na: \"abc\n",
+			`plan.yaml:2:1: not valid YAML: found unexpected end of stream`},
+		{"bad character", "name: x\na: @b\n",
+			`plan.yaml:2:1: not valid YAML: found character that cannot start any token`},
+		{"mapping value on the first line", "a: b: c\n",
+			`plan.yaml:1:1: not valid YAML: mapping values are not allowed in this context`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, _, err := plan.Parse("plan.yaml", []byte(c.yaml), plan.Options{})
+			if err == nil || !strings.HasPrefix(err.Error(), c.want) {
+				t.Errorf("error\n  %v\nwant it to start with\n  %s", err, c.want)
+			}
+		})
+	}
+}
+
+// A step is named in output by its number, its name when it has one, its
+// kind and where it is in the plan.
+func TestStepDescribe(t *testing.T) {
+	_, plans, err := plan.Parse("plans/t.yaml", []byte(strings.Replace(good, "  - stop: all\n", "  - stop: all\n    name: \"end \\\"it\\\"\"\n", 1)), plan.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range map[int]string{
+		0: `step 1 (start, plans/t.yaml:10)`,
+		2: `step 3 (wait, plans/t.yaml:14)`,
+		5: `step 6 "end \"it\"" (stop, plans/t.yaml:19)`,
+	} {
+		if got := plans[0].Steps[i].Describe(); got != want {
+			t.Errorf("step %d is described as %s, want %s", i+1, got, want)
+		}
+	}
 }

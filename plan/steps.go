@@ -2,6 +2,7 @@ package plan
 
 import (
 	"context"
+	"time"
 
 	"github.com/planrun/planrun/drivers"
 	"github.com/planrun/planrun/registry"
@@ -30,8 +31,11 @@ type Runtime interface {
 	Workloads(names []string) []workloads.Workload
 	// Target returns an opened target by name.
 	Target(name string) drivers.Target
-	// SetStatus sets the line progress output shows for the step.
+	// SetStatus sets the line progress output shows for the step;
+	// SetStatusFunc has it computed when the line is printed (a countdown),
+	// with nothing shown when it returns "". Either ends with the step.
 	SetStatus(s string)
+	SetStatusFunc(f func(now time.Time) string)
 	// Printf writes a line of output; Warn also records it in the report.
 	Printf(format string, args ...any)
 	Warn(msg string)

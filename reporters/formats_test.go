@@ -128,9 +128,9 @@ func syntheticRun(label string, scale float64) results.Run {
 			Disconnects: 3, Reconnects: 3, Reason: "connection closed", Failed: 6, Delayed: 120}},
 	}
 	run.Asserts = []results.Assert{
-		{Step: "line 30", Expr: "producer.rate > 100", Passed: true},
-		{Step: "line 31", Expr: "consumer.e2e.p99 < 10", Message: "end-to-end p99 under 10 ms", Passed: false, Detail: "consumer.e2e.p99 = 30 (want < 10)"},
-		{Step: "line 32", Expr: "producer.rate > 100", Passed: true},
+		{Step: "step 6 (assert, plan.yaml:30)", Expr: "producer.rate > 100", Passed: true},
+		{Step: "step 7 (assert, plan.yaml:31)", Expr: "consumer.e2e.p99 < 10", Message: "end-to-end p99 under 10 ms", Passed: false, Detail: "consumer.e2e.p99 = 30 (want < 10)"},
+		{Step: "step 8 (assert, plan.yaml:32)", Expr: "producer.rate > 100", Passed: true},
 	}
 	run.Warnings = []string{`collector "broker": connection refused & <retrying>`}
 	return run

@@ -141,7 +141,7 @@ func junitRun(res *results.Result, run *results.Run) junitSuite {
 			if msg == "" {
 				msg = "the expression is false"
 			}
-			text := fmt.Sprintf("assert %s (%s)", a.Expr, a.Step)
+			text := fmt.Sprintf("%s: assert %s", a.Step, a.Expr)
 			if a.Message != "" {
 				text = a.Message + "\n" + text
 			}

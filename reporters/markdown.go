@@ -13,6 +13,7 @@ import (
 
 	"github.com/planrun/planrun/metrics"
 	"github.com/planrun/planrun/results"
+	"github.com/planrun/planrun/units"
 )
 
 func init() {
@@ -156,7 +157,7 @@ func Render(w io.Writer, res *results.Result) {
 					fmt.Fprintf(w, "- probe %s: none (its step was skipped by its if:)\n", k)
 					continue
 				}
-				fmt.Fprintf(w, "- probe %s = %v\n", k, run.Probes[k])
+				fmt.Fprintf(w, "- probe %s\n", units.Labelled(k, run.Probes[k]))
 			}
 			fmt.Fprintln(w)
 		}

@@ -103,3 +103,34 @@ func TestMarkdownRunWithoutPhases(t *testing.T) {
 		})
 	}
 }
+
+// Probes are listed as people read them: a group of values as key=value
+// pairs in key order, never in Go's syntax.
+func TestMarkdownProbes(t *testing.T) {
+	res := syntheticResult([]string{""}, 1)
+	res.Runs[0].Probes = map[string]any{
+		"broker":     map[string]any{"exit": 0.0, "pid": 3345.0, "running": false, "signal": "", "stdout": "", "value": ""},
+		"search.max": map[string]float64{"rate": 5000, "failed_rate": 5062.5, "found_rate": 5000, "trials": 7, "confirmations": 1, "seconds": 73.21234},
+		"queue":      42.0,
+		"big":        1.5e7,
+		"skipped":    nil,
+		"members":    []any{"a", "b c"},
+	}
+	var b bytes.Buffer
+	Render(&b, res)
+	for _, want := range []string{
+		"- probe big = 15000000\n",
+		`- probe broker: exit=0 pid=3345 running=false signal="" stdout="" value=""` + "\n",
+		`- probe members = a, "b c"` + "\n",
+		"- probe queue = 42\n",
+		"- probe search.max: confirmations=1 failed_rate=5062.5 found_rate=5000 rate=5000 seconds=73.2123 trials=7\n",
+		"- probe skipped: none (its step was skipped by its if:)\n",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	if strings.Contains(b.String(), "map[") {
+		t.Errorf("Go map syntax in the report:\n%s", b.String())
+	}
+}

@@ -2,6 +2,7 @@ package results
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/planrun/planrun/metrics"
 )
@@ -44,7 +45,7 @@ func checkNoFiguresWithoutMessages(r *Run) []string {
 			s := row.Stats
 			if s.Acked == 0 {
 				if m := measured(s.Latency); len(m) > 0 {
-					out = append(out, fmt.Sprintf("%s, %s: no message acked, yet a send latency (%v)", w, row.Name, m))
+					out = append(out, fmt.Sprintf("%s, %s: no message acked, yet a send latency (%s)", w, row.Name, strings.Join(m, ", ")))
 				}
 				if !metrics.IsNA(s.MaxSendRate) {
 					out = append(out, fmt.Sprintf("%s, %s: no message acked, yet a per-second send maximum of %g msg/s", w, row.Name, s.MaxSendRate))
@@ -52,7 +53,7 @@ func checkNoFiguresWithoutMessages(r *Run) []string {
 			}
 			if s.Received == 0 {
 				if m := measured(s.E2E); len(m) > 0 {
-					out = append(out, fmt.Sprintf("%s, %s: no message received, yet an end-to-end latency (%v)", w, row.Name, m))
+					out = append(out, fmt.Sprintf("%s, %s: no message received, yet an end-to-end latency (%s)", w, row.Name, strings.Join(m, ", ")))
 				}
 				if !metrics.IsNA(s.MaxRecvRate) {
 					out = append(out, fmt.Sprintf("%s, %s: no message received, yet a per-second receive maximum of %g msg/s", w, row.Name, s.MaxRecvRate))

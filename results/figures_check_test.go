@@ -57,8 +57,8 @@ func TestFigureChecks(t *testing.T) {
 		{"latency and maximum without messages", figuresRun(3, metrics.Stats{Latency: metrics.Latency{Avg: 8.11, P99: 9}, MaxSendRate: 207},
 			pt(11, 1, 0), pt(12, 1, 0), pt(13, 1, 0)),
 			[]string{
-				`producer, run: no message acked, yet a send latency ([avg 8.11 ms min 0 ms p50 0 ms p90 0 ms p95 0 ms p99 9 ms p99.9 0 ms max 0 ms])`,
-				`producer, phase "p": no message acked, yet a send latency ([avg 8.11 ms min 0 ms p50 0 ms p90 0 ms p95 0 ms p99 9 ms p99.9 0 ms max 0 ms])`,
+				`producer, run: no message acked, yet a send latency (avg 8.11 ms, min 0 ms, p50 0 ms, p90 0 ms, p95 0 ms, p99 9 ms, p99.9 0 ms, max 0 ms)`,
+				`producer, phase "p": no message acked, yet a send latency (avg 8.11 ms, min 0 ms, p50 0 ms, p90 0 ms, p95 0 ms, p99 9 ms, p99.9 0 ms, max 0 ms)`,
 				`producer, phase "p": no message acked, yet a per-second send maximum of 207 msg/s`,
 			}},
 		// The 2.0 s cold read: 108,142 msg/s on average, a maximum of 57,729.

@@ -205,6 +205,9 @@ func Load(path string) (*Result, error) {
 		return nil, err
 	}
 	var r Result
+	if isSeries(path, data) {
+		return nil, fmt.Errorf("%s is a series file, not a saved result: planrun report --from-series %s writes the reports and the result of its run", path, path)
+	}
 	if err := json.Unmarshal(data, &r); err != nil {
 		return nil, fmt.Errorf("%s is not a planrun result: %w", path, err)
 	}

@@ -1,9 +1,11 @@
 package results
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/planrun/planrun/metrics"
@@ -22,6 +24,9 @@ func FromSeries(path string) (*Result, error) {
 	defer f.Close()
 	runs, err := metrics.ReadSeries(f)
 	if err != nil {
+		if data, rerr := os.ReadFile(path); rerr == nil && !isSeries(path, data) && json.Valid(data) {
+			return nil, fmt.Errorf("%s is a saved result, not a series file: leave out --from-series", path)
+		}
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	var res Result
@@ -46,4 +51,15 @@ func FromSeries(path string) (*Result, error) {
 func clock(s float64) string {
 	d := time.Duration(s) * time.Second
 	return fmt.Sprintf("%02d:%02d:%02d", int(d.Hours()), int(d.Minutes())%60, int(d.Seconds())%60)
+}
+
+// isSeries says whether a file is a series file rather than a result: named
+// so, or opening with a run header line.
+func isSeries(path string, data []byte) bool {
+	if strings.HasSuffix(path, ".series.jsonl") {
+		return true
+	}
+	first, _, _ := bytes.Cut(data, []byte("\n"))
+	var l metrics.SeriesLine
+	return json.Unmarshal(first, &l) == nil && l.Header != nil
 }

@@ -29,22 +29,28 @@ func (s *Sleep) Describe() string { return "sleep " + s.For.String() }
 // Run sleeps, showing the time left in progress lines.
 func (s *Sleep) Run(ctx context.Context, r plan.Runtime) error {
 	end := time.Now().Add(s.For)
-	t := time.NewTicker(time.Second)
+	r.SetStatusFunc(func(now time.Time) string { return timeLeft(end.Sub(now)) })
+	t := time.NewTimer(s.For)
 	defer t.Stop()
-	for {
-		left := time.Until(end)
-		if left <= 0 {
-			return nil
-		}
-		r.SetStatus(fmt.Sprintf("%s left", left.Round(time.Second)))
-		select {
-		case <-ctx.Done():
-			return context.Cause(ctx)
-		case <-t.C:
-		case <-time.After(left):
-			return nil
-		}
+	select {
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-t.C:
+		return nil
 	}
+}
+
+// timeLeft says how long a sleep has to go, to the second from 10 s, to a
+// tenth of a second below; nothing once it is over.
+func timeLeft(left time.Duration) string {
+	if left <= 0 {
+		return ""
+	}
+	round := time.Second
+	if left < 10*time.Second {
+		round = 100 * time.Millisecond
+	}
+	return max(left.Round(round), 100*time.Millisecond).String() + " left"
 }
 
 // Wait waits until a condition holds.
@@ -153,6 +159,9 @@ func (a *Assert) Run(_ context.Context, r plan.Runtime) error {
 		res.Detail = err.Error()
 	case !ok:
 		res.Detail = a.Cond.Progress(env)
+		if res.Detail == "" {
+			res.Detail = "the condition is false"
+		}
 		if a.Message != "" {
 			res.Detail = a.Message + " (" + res.Detail + ")"
 		}

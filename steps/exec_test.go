@@ -125,7 +125,13 @@ func TestExecSteps(t *testing.T) {
 		{name: "failing command", status: results.Failed,
 			steps: `  - exec: [sh, -c, "echo one >&2; echo two >&2; exit 3"]
 `,
-			want: []string{"step 1 (exec, line 10)", `sh -c echo one >&2; echo two >&2; exit 3: exit status 3; stderr:`, "    one\n    two"}},
+			want: []string{"step 1 (exec, plan.yaml:10)", `sh -c echo one >&2; echo two >&2; exit 3: exit status 3; stderr:`, "    one\n    two"}},
+		{name: "failing named command", status: results.Failed,
+			steps: `  - sleep: 10ms
+  - shell: exit 4
+    name: failing shell
+`,
+			want: []string{`step 2 "failing shell" (shell, plan.yaml:11): exit 4: exit status 4`}},
 		{name: "allow failure", status: results.Passed,
 			steps: `  - exec: ["false"]
     allow_failure: true
@@ -263,7 +269,7 @@ func TestExecSteps(t *testing.T) {
   - exec: [sh, -c, "while kill -0 $(cat {dir}/child.pid) 2>/dev/null && [ \"$(cut -d' ' -f3 /proc/$(cat {dir}/child.pid)/stat)\" != Z ]; do sleep 0.01; done"]
   - kill: { pidfile: "{dir}/child.pid" }
 `,
-			want: []string{"step 3 (kill, line 12)", "child.pid): no such process (it has ended)"}},
+			want: []string{"step 3 (kill, plan.yaml:12)", "child.pid): no such process (it has ended)"}},
 		{name: "kill an ended background exec", status: results.Failed,
 			steps: `  - exec: ["true"]
     background: true

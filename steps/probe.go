@@ -11,6 +11,7 @@ import (
 
 	"github.com/planrun/planrun/drivers"
 	"github.com/planrun/planrun/plan"
+	"github.com/planrun/planrun/units"
 	"github.com/planrun/planrun/yamldecode"
 )
 
@@ -85,7 +86,7 @@ func (p *Probe) Run(ctx context.Context, r plan.Runtime) error {
 	}
 	v = numeric(v)
 	r.SetProbe(p.As, v)
-	r.Printf("probe %s = %v\n", p.As, v)
+	r.Printf("probe %s\n", units.Labelled(p.As, v))
 	return nil
 }
 

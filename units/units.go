@@ -5,6 +5,8 @@ package units
 import (
 	"fmt"
 	"math"
+	"reflect"
+	"sort"
 	"strconv"
 	"strings"
 )
@@ -86,4 +88,144 @@ func Human(bytes float64) string {
 		return fmt.Sprintf("%.2f KB", bytes/1e3)
 	}
 	return fmt.Sprintf("%.0f B", bytes)
+}
+
+// Value prints a value for people, never in Go's syntax: a number in plain
+// decimal notation (six significant digits, whole numbers whole, NaN as
+// n/a), a string as it is (quoted when it is empty or holds blanks, '=',
+// ',' or quotes), a list as "a, b", and a group of values (a map or a
+// struct) as key=value pairs in key order, nested groups as key.sub=value.
+func Value(v any) string {
+	if pairs := flatten("", reflect.ValueOf(v)); pairs != nil {
+		if len(pairs) == 0 {
+			return "none"
+		}
+		out := make([]string, len(pairs))
+		for i, p := range pairs {
+			out[i] = p[0] + "=" + p[1]
+		}
+		return strings.Join(out, " ")
+	}
+	return scalar(reflect.ValueOf(v))
+}
+
+// flatten lists the key=value pairs of a map or struct (nil for any other
+// value), sorted by key.
+func flatten(prefix string, v reflect.Value) [][2]string {
+	v = deref(v)
+	if !v.IsValid() {
+		return nil
+	}
+	if _, ok := v.Interface().(fmt.Stringer); ok {
+		return nil
+	}
+	var keys []string
+	vals := map[string]reflect.Value{}
+	switch v.Kind() {
+	case reflect.Map:
+		for _, k := range v.MapKeys() {
+			name := scalar(k)
+			keys = append(keys, name)
+			vals[name] = v.MapIndex(k)
+		}
+	case reflect.Struct:
+		t := v.Type()
+		for i := 0; i < t.NumField(); i++ {
+			f := t.Field(i)
+			if !f.IsExported() {
+				continue
+			}
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if name == "-" {
+				continue
+			}
+			if name == "" {
+				name = strings.ToLower(f.Name)
+			}
+			keys = append(keys, name)
+			vals[name] = v.Field(i)
+		}
+	default:
+		return nil
+	}
+	sort.Strings(keys)
+	out := [][2]string{}
+	for _, k := range keys {
+		if sub := flatten(prefix+k+".", vals[k]); sub != nil {
+			out = append(out, sub...)
+			continue
+		}
+		val := scalar(vals[k])
+		if kind := deref(vals[k]).Kind(); kind == reflect.Slice || kind == reflect.Array {
+			val = "[" + val + "]"
+		}
+		out = append(out, [2]string{prefix + k, val})
+	}
+	return out
+}
+
+// scalar prints a value that is not a group; a list as "a, b".
+func scalar(v reflect.Value) string {
+	v = deref(v)
+	if !v.IsValid() || (v.Kind() == reflect.Pointer || v.Kind() == reflect.Interface) && v.IsNil() {
+		return "none"
+	}
+	if s, ok := v.Interface().(fmt.Stringer); ok {
+		return s.String()
+	}
+	switch v.Kind() {
+	case reflect.Float32, reflect.Float64:
+		return number(v.Float())
+	case reflect.String:
+		s := v.String()
+		if s == "" || strings.ContainsAny(s, " \t\n\"'=,") || !strconv.CanBackquote(s) {
+			return strconv.Quote(s)
+		}
+		return s
+	case reflect.Slice, reflect.Array:
+		parts := make([]string, v.Len())
+		for i := range parts {
+			if pairs := flatten("", v.Index(i)); pairs != nil {
+				parts[i] = "{" + Value(v.Index(i).Interface()) + "}"
+				continue
+			}
+			parts[i] = scalar(v.Index(i))
+		}
+		return strings.Join(parts, ", ")
+	case reflect.Map, reflect.Struct:
+		return "{" + Value(v.Interface()) + "}"
+	}
+	return fmt.Sprint(v.Interface())
+}
+
+// number prints a float with up to six significant digits and no exponent.
+func number(f float64) string {
+	if math.IsNaN(f) {
+		return "n/a"
+	}
+	if f == math.Trunc(f) && math.Abs(f) < 1e15 {
+		return strconv.FormatFloat(f, 'f', 0, 64)
+	}
+	s := strconv.FormatFloat(f, 'g', 6, 64)
+	if strings.ContainsAny(s, "e") {
+		s = strconv.FormatFloat(f, 'f', -1, 64)
+	}
+	return s
+}
+
+// deref follows pointers and interfaces to the value they hold.
+func deref(v reflect.Value) reflect.Value {
+	for v.IsValid() && (v.Kind() == reflect.Pointer || v.Kind() == reflect.Interface) && !v.IsNil() {
+		v = v.Elem()
+	}
+	return v
+}
+
+// Labelled is "name = value" for a single value and "name: key=value ..."
+// for a group of values, as reports and progress lines list probes.
+func Labelled(name string, v any) string {
+	if pairs := flatten("", reflect.ValueOf(v)); len(pairs) > 0 {
+		return name + ": " + Value(v)
+	}
+	return name + " = " + Value(v)
 }

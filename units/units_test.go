@@ -1,6 +1,10 @@
 package units
 
-import "testing"
+import (
+	"math"
+	"strings"
+	"testing"
+)
 
 func TestParseSize(t *testing.T) {
 	cases := []struct {
@@ -38,6 +42,45 @@ func TestSizeStringRoundTrip(t *testing.T) {
 		back, err := ParseSize(s.String())
 		if err != nil || back != s {
 			t.Errorf("%d -> %q -> %d, %v", s, s.String(), back, err)
+		}
+	}
+}
+
+func TestValue(t *testing.T) {
+	type inner struct {
+		P99 float64 `json:"p99"`
+		Max float64
+	}
+	for _, c := range []struct {
+		in   any
+		want string
+	}{
+		{42.0, "42"},
+		{5062.5, "5062.5"},
+		{73.21234567, "73.2123"},
+		{1.5e7, "15000000"},
+		{1234567.5, "1234567.5"},
+		{math.NaN(), "n/a"},
+		{"abc", "abc"},
+		{"", `""`},
+		{"a b", `"a b"`},
+		{true, "true"},
+		{nil, "none"},
+		{[]any{"a", 2.0}, "a, 2"},
+		{map[string]any{"exit": 0.0, "pid": 3345.0, "running": false, "signal": "", "stdout": "ok"}, `exit=0 pid=3345 running=false signal="" stdout=ok`},
+		{map[string]float64{"rate": 5000, "failed_rate": 5062.5}, "failed_rate=5062.5 rate=5000"},
+		{map[string]any{"b": map[string]any{"y": 1.0, "x": "v"}, "a": []any{1.0, 2.0}}, "a=[1, 2] b.x=v b.y=1"},
+		{inner{P99: 3.5, Max: 9}, "max=9 p99=3.5"},
+		{&inner{P99: 1}, "max=0 p99=1"},
+		{[]any{map[string]any{"a": 1.0}}, "{a=1}"},
+		{map[string]float64{}, "none"},
+	} {
+		got := Value(c.in)
+		if got != c.want {
+			t.Errorf("Value(%#v) = %s, want %s", c.in, got, c.want)
+		}
+		if strings.Contains(got, "map[") {
+			t.Errorf("Value(%#v) = %s: Go syntax", c.in, got)
 		}
 	}
 }

@@ -5,7 +5,10 @@ package yamldecode
 
 import (
 	"fmt"
+	"regexp"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -110,4 +113,70 @@ func editDistance(a, b string) int {
 		prev, cur = cur, prev
 	}
 	return prev[len(b)]
+}
+
+// parserProblems are the messages of yaml.v3's parser (not its scanner).
+// It reports their line counted from 0, one line early: the line of the
+// collection being parsed (the one that opens an unclosed { } or [ ]), or
+// of the problem when that collection starts on the first line, and no
+// line when both are on the first line. Scanner errors count from 1.
+var parserProblems = []string{
+	"did not find expected ',' or '}'",
+	"did not find expected ',' or ']'",
+	"did not find expected key",
+	"did not find expected '-' indicator",
+	"did not find expected node content",
+	"did not find expected <document start>",
+	"did not find expected <stream-start>",
+	"found undefined tag handle",
+	"found duplicate %YAML directive",
+	"found incompatible YAML document",
+	"found duplicate %TAG directive",
+}
+
+// syntaxPrefixes start the messages of yaml.v3's scanner and parser; other
+// messages of yaml.Unmarshal (an unknown anchor) have no place.
+var syntaxPrefixes = []string{"found ", "did not find ", "could not find ", "mapping ", "block sequence ", "exceeded "}
+
+var yamlLine = regexp.MustCompile(`^line (\d+): `)
+
+// SyntaxError turns an error of yaml.Unmarshal over data into an Error at
+// file:line:col. yaml.v3 gives no column, and the line of a parser error
+// one early (see parserProblems): the line is corrected, and the column is
+// that of the opening bracket of an unclosed flow collection, or of the
+// line's first character for a block collection.
+func SyntaxError(file string, data []byte, err error) Error {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	line := 0
+	if m := yamlLine.FindStringSubmatch(msg); m != nil {
+		line, _ = strconv.Atoi(m[1])
+		msg = msg[len(m[0]):]
+	}
+	e := Error{File: file, Msg: "not valid YAML: " + msg}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	parser := slices.Contains(parserProblems, msg)
+	switch {
+	case parser:
+		// A problem at the end of the file (a collection never closed) is
+		// on the line after the last: said at the last.
+		e.Line = min(line+1, len(lines))
+	case line > 0:
+		e.Line = line
+	case slices.ContainsFunc(syntaxPrefixes, func(p string) bool { return strings.HasPrefix(msg, p) }):
+		e.Line = 1 // the marks yaml.v3 did not print are on the first line
+	default:
+		return e
+	}
+	e.Col = 1
+	if !parser || e.Line < 1 || e.Line > len(lines) {
+		return e
+	}
+	text := []rune(lines[e.Line-1])
+	open := map[string]rune{"did not find expected ',' or '}'": '{', "did not find expected ',' or ']'": '['}[msg]
+	if i := slices.Index(text, open); open != 0 && i >= 0 {
+		e.Col = i + 1
+	} else if i := slices.IndexFunc(text, func(r rune) bool { return r != ' ' && r != '\t' }); i >= 0 {
+		e.Col = i + 1
+	}
+	return e
 }
