@@ -276,7 +276,7 @@ func parseArgs(args []string) (*cli, error) {
 }
 
 // commands are planrun's commands; a plan file given alone is run.
-var commands = []string{"run", "validate", "report", "compare", "explain", "schema", "worker", "kube", "version", "help"}
+var commands = []string{"run", "validate", "report", "compare", "explain", "schema", "worker", "kube", "certs", "version", "help"}
 
 // isPlanFile says whether a first argument names a plan: a file that
 // exists, or a name ending in .yaml or .yml (an error says it is missing).
