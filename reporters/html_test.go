@@ -172,7 +172,7 @@ func TestHTMLReportInBrowser(t *testing.T) {
 			if got, want := prod.Cell(t, "acked", ph.Name, "producer"), reporters.I(s.Acked); got != want {
 				t.Errorf("run %d phase %s: acked %s, the result %s", r, ph.Name, got, want)
 			}
-			if got, want := prod.Cell(t, "p99", ph.Name, "producer"), reporters.F(s.Latency.P99, 2); got != want {
+			if got, want := prod.Cell(t, "send p99 ms", ph.Name, "producer"), reporters.F(s.Latency.P99, 2); got != want {
 				t.Errorf("run %d phase %s: p99 %s, the result %s", r, ph.Name, got, want)
 			}
 		}
