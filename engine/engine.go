@@ -10,9 +10,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -45,6 +47,8 @@ type Engine struct {
 	// Remote, when set, runs the workloads in worker processes: the engine
 	// builds the stand-ins Remote gives instead of the workloads.
 	Remote Remote
+	// Observer, when set, follows each run as it goes (the live page).
+	Observer Observer
 
 	mu      sync.Mutex
 	outMu   sync.Mutex // one line at a time on Out
@@ -68,6 +72,28 @@ func (e *Engine) setCurrent(c *metrics.Collector) {
 	e.mu.Lock()
 	e.current = c
 	e.mu.Unlock()
+}
+
+// Observer follows a run while it goes on. Observe is called after each
+// per-second sample from a goroutine that does nothing else, so a slow
+// Observe delays only the next call, never the run; the end of a run waits
+// for the call in progress. What Live holds may be read until Observe
+// returns and must not be changed.
+type Observer interface {
+	Observe(Live)
+}
+
+// Live is a run's state of the moment, as a live page shows it.
+type Live struct {
+	// Result is the result so far, secrets redacted: the runs finished
+	// (of a matrix) and the current one with status "running" and its
+	// figures up to now (series, events, outages), the phase going on as
+	// the last of its Metrics.Phases.
+	Result *results.Result
+	// Progress is the progress lines of the moment without their clock:
+	// one per running workload with rates over the last second, and the
+	// current step's status (such as a wait's distance to its target).
+	Progress []string
 }
 
 // Remote runs a plan's workloads in other processes (planrun workers).
@@ -121,6 +147,7 @@ type Run struct {
 	failCause context.CancelCauseFunc
 	failErr   error
 	samplers  []plan.Sampler
+	sampled   chan struct{} // a sample was taken, for the observer
 	changed   chan struct{} // closed and replaced at each workload change
 	// ctx ends with the run: background work such as collector scrapes
 	// hangs off it, so an interrupt cancels them.
@@ -212,6 +239,9 @@ func (e *Engine) executeOne(ctx context.Context, p *plan.Plan, index int, res *r
 	r := &Run{Plan: p, engine: e, coll: metrics.NewCollector(now), targets: map[string]drivers.Target{}, works: map[string]workloads.Workload{},
 		probes: map[string]any{}, phaseAt: now}
 	r.coll.SetSink(e.Series, out.Label)
+	if e.Observer != nil {
+		r.sampled = make(chan struct{}, 1)
+	}
 	e.setCurrent(r.coll)
 	runCtx, cancelRun := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelRun()
@@ -238,6 +268,12 @@ func (e *Engine) executeOne(ctx context.Context, p *plan.Plan, index int, res *r
 		}
 		bg.Add(1)
 		go func() { defer bg.Done(); r.progress(runCtx) }()
+		if e.Observer != nil {
+			head := out
+			head.Combination = maps.Clone(out.Combination)
+			bg.Add(1)
+			go func() { defer bg.Done(); r.observe(runCtx, res, head) }()
+		}
 		if err := r.steps(ctx, &out); err != nil {
 			fail(err)
 		}
@@ -686,6 +722,12 @@ func (r *Run) sample(ctx context.Context) {
 			for _, line := range r.coll.Announcements(now) {
 				r.engine.printf("%s %s\n", clock(r.coll.Start()), line)
 			}
+			if r.sampled != nil {
+				select {
+				case r.sampled <- struct{}{}:
+				default: // the observer is still busy with the previous one
+				}
+			}
 		}
 	}
 }
@@ -699,58 +741,162 @@ func (r *Run) progress(ctx context.Context) {
 	}
 	t := time.NewTicker(every)
 	defer t.Stop()
-	last := 0.0
-	prev := map[string]metrics.Stats{}
-	prevAt := time.Now()
+	var ps progressState
+	ps.reset(time.Now())
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		now := time.Now()
-		wins := r.coll.Windows(last)
-		last = now.Sub(r.coll.Start()).Seconds()
-		snap := r.coll.Snapshot(now, false)
-		dt := now.Sub(prevAt).Seconds()
-		prevAt = now
-		for _, name := range snap.Order {
-			st := snap.Workloads[name]
-			p := prev[name]
-			prev[name] = st
-			if !st.Running {
-				continue
-			}
-			w := wins[name]
-			var line string
-			switch role := r.works[name].Recorder().Role; {
-			case role.Connects:
-				line = formatGauges(st.Gauges)
-			case !role.Receives:
-				line = fmt.Sprintf("%d sent, %.1f msg/s (%.2f MB/s), latency p99 %s (run: avg %s, max %s), %d failed",
-					st.Acked, float64(st.Acked-p.Acked)/dt, float64(st.BytesAcked-p.BytesAcked)/dt/1e6, msOrNA(w.P99, w.Samples), msOrNA(st.Latency.Avg, 1), msOrNA(st.Latency.Max, 1), st.Failed)
-			default:
-				line = fmt.Sprintf("%d received, %.1f msg/s (%.2f MB/s), e2e p99 %s, backlog %d msgs (%s)",
-					st.Received, float64(st.Received-p.Received)/dt, float64(st.BytesReceived-p.BytesReceived)/dt/1e6, msOrNA(w.E2EP99, w.Samples), st.Backlog.Messages, units.Human(float64(st.Backlog.Bytes)))
-				if st.Lag >= 0 {
-					line += fmt.Sprintf(", broker lag %d", st.Lag)
-					if !metrics.IsNA(st.LagAge) && st.LagAge >= 0.05 {
-						line += fmt.Sprintf(" (%.1f s old)", st.LagAge)
-					}
-				}
-				if role.Relays() {
-					line += fmt.Sprintf(", %d relayed", st.Acked)
-				}
-			}
-			r.engine.printf("%s %s: %s\n", clock(r.coll.Start()), name, line)
-		}
-		r.mu.Lock()
-		status, step := r.status, r.curStep
-		r.mu.Unlock()
-		if status != "" {
-			r.engine.printf("%s %s: %s\n", clock(r.coll.Start()), step, status)
+		for _, line := range r.progressLines(&ps, time.Now()) {
+			r.engine.printf("%s %s\n", clock(r.coll.Start()), line)
 		}
 	}
+}
+
+// progressState is what one reader of progress lines keeps between two
+// readings: the rates of a line cover the time since the previous one.
+type progressState struct {
+	last   float64
+	prev   map[string]metrics.Stats
+	prevAt time.Time
+}
+
+func (ps *progressState) reset(now time.Time) {
+	ps.last, ps.prev, ps.prevAt = 0, map[string]metrics.Stats{}, now
+}
+
+// progressLines are the progress lines of now, without their clock: one
+// per running workload, and the current step's status.
+func (r *Run) progressLines(ps *progressState, now time.Time) []string {
+	var lines []string
+	wins := r.coll.Windows(ps.last)
+	ps.last = now.Sub(r.coll.Start()).Seconds()
+	snap := r.coll.Snapshot(now, false)
+	dt := now.Sub(ps.prevAt).Seconds()
+	ps.prevAt = now
+	for _, name := range snap.Order {
+		st := snap.Workloads[name]
+		p := ps.prev[name]
+		ps.prev[name] = st
+		if !st.Running {
+			continue
+		}
+		w := wins[name]
+		var line string
+		switch role := r.works[name].Recorder().Role; {
+		case role.Connects:
+			line = formatGauges(st.Gauges)
+		case !role.Receives:
+			line = fmt.Sprintf("%d sent, %.1f msg/s (%.2f MB/s), latency p99 %s (run: avg %s, max %s), %d failed",
+				st.Acked, float64(st.Acked-p.Acked)/dt, float64(st.BytesAcked-p.BytesAcked)/dt/1e6, msOrNA(w.P99, w.Samples), msOrNA(st.Latency.Avg, 1), msOrNA(st.Latency.Max, 1), st.Failed)
+		default:
+			line = fmt.Sprintf("%d received, %.1f msg/s (%.2f MB/s), e2e p99 %s, backlog %d msgs (%s)",
+				st.Received, float64(st.Received-p.Received)/dt, float64(st.BytesReceived-p.BytesReceived)/dt/1e6, msOrNA(w.E2EP99, w.Samples), st.Backlog.Messages, units.Human(float64(st.Backlog.Bytes)))
+			if st.Lag >= 0 {
+				line += fmt.Sprintf(", broker lag %d", st.Lag)
+				if !metrics.IsNA(st.LagAge) && st.LagAge >= 0.05 {
+					line += fmt.Sprintf(" (%.1f s old)", st.LagAge)
+				}
+			}
+			if role.Relays() {
+				line += fmt.Sprintf(", %d relayed", st.Acked)
+			}
+		}
+		lines = append(lines, fmt.Sprintf("%s: %s", name, line))
+	}
+	r.mu.Lock()
+	status, step := r.status, r.curStep
+	r.mu.Unlock()
+	if status != "" {
+		lines = append(lines, fmt.Sprintf("%s: %s", step, status))
+	}
+	return lines
+}
+
+// observe hands the observer the run's state after each sample until the
+// run ends. head is the run as it began (index, label, start).
+func (r *Run) observe(ctx context.Context, res *results.Result, head results.Run) {
+	var ps progressState
+	ps.reset(time.Now())
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.sampled:
+		}
+		now := time.Now()
+		lines := r.progressLines(&ps, now)
+		run := head
+		run.Status = "running"
+		run.Metrics = r.coll.Snapshot(now, true)
+		if run.Metrics.Phase.Name != "" || hasFigures(run.Metrics.Phase) {
+			run.Metrics.Phases = append(run.Metrics.Phases, run.Metrics.Phase)
+		}
+		run.Kinds, run.Roles = map[string]string{}, map[string]metrics.Role{}
+		for name, w := range r.works {
+			run.Kinds[name] = w.Recorder().Kind
+			run.Roles[name] = w.Recorder().Role
+		}
+		run.Metrics.FinalRates(run.Roles)
+		r.mu.Lock()
+		run.Asserts = slices.Clone(r.asserts)
+		run.Probes = maps.Clone(r.probes)
+		run.Searches = slices.Clone(r.searches)
+		run.Warnings = slices.Clone(r.warnings)
+		r.mu.Unlock()
+		cur := *res
+		cur.Status = "running"
+		cur.Runs = append(slices.Clone(res.Runs), run)
+		cur.Vars = maps.Clone(res.Vars)
+		cur.Targets = slices.Clone(res.Targets)
+		redactLive(&cur, r.Plan.Secrets)
+		for i, l := range lines {
+			lines[i] = redact.Redact(l, r.Plan.Secrets)
+		}
+		r.engine.Observer.Observe(Live{Result: &cur, Progress: lines})
+	}
+}
+
+// redactLive redacts a live result. Its series points are copies, but
+// their gauge maps are the collector's: only the points' phase names are
+// redacted, and the walk over every other string leaves the series out
+// (which also keeps it short).
+func redactLive(res *results.Result, secrets map[string]bool) {
+	if len(secrets) == 0 {
+		return
+	}
+	type series struct {
+		points map[string][]metrics.Point
+		extra  []metrics.ExtraPoint
+	}
+	kept := make([]series, len(res.Runs))
+	for i := range res.Runs {
+		m := &res.Runs[i].Metrics
+		kept[i] = series{m.Series, m.ExtraSeries}
+		m.Series, m.ExtraSeries = nil, nil
+	}
+	redact.RedactAll(res, secrets)
+	for i := range res.Runs {
+		m := &res.Runs[i].Metrics
+		m.Series, m.ExtraSeries = kept[i].points, kept[i].extra
+		for _, pts := range m.Series {
+			for j := range pts {
+				pts[j].Phase = redact.Redact(pts[j].Phase, secrets)
+			}
+		}
+	}
+}
+
+// hasFigures reports whether anything was measured in a phase.
+func hasFigures(p metrics.Phase) bool {
+	for _, s := range p.Workloads {
+		if s.Sent+s.Received+s.Failed > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // msOrNA prints a latency figure of the last interval, or says there was
