@@ -446,9 +446,13 @@ func writeReports(res *results.Result, p *plan.Plan, dir string) ([]string, erro
 	for _, f := range p.Report.Formats {
 		outputs = append(outputs, output{f, p.Report.Markdown})
 	}
-	outputs = append(outputs, output{"json", p.Report.JSON}, output{"markdown", p.Report.Markdown})
+	outputs = append(outputs, output{"json", p.Report.JSON}, output{"markdown", p.Report.Markdown}, output{"html", p.Report.Markdown})
 	for _, o := range outputs {
 		rep, ok := reporters.Lookup(o.name)
+		if o.name == "html" {
+			// The HTML report is written beside the markdown, always.
+			rep, ok = reporters.HTML{}, true
+		}
 		if !ok {
 			errs = append(errs, fmt.Errorf("no reporter %q; known: %s", o.name, strings.Join(reporters.Names(), ", ")))
 			continue
@@ -508,6 +512,12 @@ func report(c *cli, stdout, stderr io.Writer) int {
 	}
 	reporters.Render(stdout, res)
 	fmt.Fprintf(stderr, "wrote %s\n", path)
+	hpath, err := reporters.HTML{}.Write(res, base)
+	if err != nil {
+		fmt.Fprintf(stderr, "planrun: %v\n", err)
+		return exitRunFailure
+	}
+	fmt.Fprintf(stderr, "wrote %s\n", hpath)
 	return exitOK
 }
 

@@ -241,4 +241,7 @@ steps:
 	if !strings.Contains(texts[filepath.Join(out, "secret.json")], `"password": "[redacted]"`) {
 		t.Errorf("the JSON result does not show the variable as redacted")
 	}
+	if !strings.Contains(texts[filepath.Join(out, "secret.html")], `"password":"[redacted]"`) {
+		t.Errorf("the HTML report does not show the variable as redacted")
+	}
 }

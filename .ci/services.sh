@@ -138,6 +138,22 @@ start_nats() {
 
 stop_nats() { stop_pidfile "$STATE/nats/nats-server.pid"; }
 
+# Chromium: the browser tests (internal/browser) open the HTML report and
+# the live page in Debian's chromium, headless; fonts-liberation gives its
+# pages and screenshots their text. No service: only the packages.
+install_chromium() {
+	local missing=() p
+	for p in chromium fonts-liberation; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+	done
+	((${#missing[@]} == 0)) && return 0
+	log "installing ${missing[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get install -y -q --no-install-recommends "${missing[@]}" ||
+		{ apt-get update -q && apt-get install -y -q --no-install-recommends "${missing[@]}"; } ||
+		die "apt-get install ${missing[*]} failed"
+}
+
 if [[ ${1:-start} == stop ]]; then
 	stop_pidfile "$STATE/mosquitto/mosquitto.pid"
 	stop_pidfile "$STATE/mosquitto-restart/mosquitto.pid"
@@ -362,6 +378,7 @@ EOF
 }
 
 install_packages
+install_chromium
 mkdir -p "$STATE"
 mosquitto_conf "$STATE/mosquitto" $MOSQUITTO_PORT
 start_mosquitto "$STATE/mosquitto" $MOSQUITTO_PORT mosquitto

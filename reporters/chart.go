@@ -151,35 +151,20 @@ func ChartPNG(w io.Writer, title string, run *results.Run) error {
 
 // line is one curve of a panel.
 type line struct {
-	name   string
-	pts    []metrics.Point
-	value  func(metrics.Point) float64
-	dashed bool
+	name string
+	// workload is the workload whose series it draws.
+	workload string
+	pts      []metrics.Point
+	value    func(metrics.Point) float64
+	dashed   bool
 	// gaps leaves out zero values: a second without messages has no
 	// latency, and drawing it as 0 ms would look like a fast second.
 	gaps bool
 }
 
 func chartPanels(run *results.Run) ([]*plot.Plot, error) {
-	var rates, backlog, latency []line
-	for _, n := range seriesOrder(run) {
-		pts := run.Metrics.Series[n]
-		role := run.Role(n)
-		if role.Sends {
-			rates = append(rates, line{name: n + " sent", pts: pts, value: func(p metrics.Point) float64 { return p.SendRate }})
-			latency = append(latency, line{name: n + " p99 to ack", pts: pts, value: func(p metrics.Point) float64 { return p.P99 }, gaps: true})
-		}
-		if role.Receives {
-			rates = append(rates, line{name: n + " received", pts: pts, value: func(p metrics.Point) float64 { return p.RecvRate }, dashed: role.Relays()})
-			backlog = append(backlog, line{name: n, pts: pts, value: func(p metrics.Point) float64 { return float64(p.Backlog.Messages) }})
-			latency = append(latency, line{name: n + " p99 end to end", pts: pts, value: func(p metrics.Point) float64 { return p.E2EP99 }, gaps: true, dashed: role.Relays()})
-		}
-	}
 	var panels []*plot.Plot
-	for _, spec := range []struct {
-		ylabel string
-		lines  []line
-	}{{"messages/s", rates}, {"backlog (messages)", backlog}, {"p99 latency (ms)", latency}} {
+	for _, spec := range chartSpecs(run) {
 		if len(spec.lines) == 0 {
 			continue
 		}
@@ -190,6 +175,34 @@ func chartPanels(run *results.Run) ([]*plot.Plot, error) {
 		panels = append(panels, p)
 	}
 	return panels, nil
+}
+
+// chartSpec is one panel of a run's chart: what its y axis counts and its
+// curves, one or two per workload.
+type chartSpec struct {
+	ylabel string
+	lines  []line
+}
+
+// chartSpecs are the panels of a run's chart, the PNG's and the HTML
+// report's: message rates, backlog and p99 latency; a panel without curves
+// is left empty.
+func chartSpecs(run *results.Run) []chartSpec {
+	var rates, backlog, latency []line
+	for _, n := range seriesOrder(run) {
+		pts := run.Metrics.Series[n]
+		role := run.Role(n)
+		if role.Sends {
+			rates = append(rates, line{workload: n, name: n + " sent", pts: pts, value: func(p metrics.Point) float64 { return p.SendRate }})
+			latency = append(latency, line{workload: n, name: n + " p99 to ack", pts: pts, value: func(p metrics.Point) float64 { return p.P99 }, gaps: true})
+		}
+		if role.Receives {
+			rates = append(rates, line{workload: n, name: n + " received", pts: pts, value: func(p metrics.Point) float64 { return p.RecvRate }, dashed: role.Relays()})
+			backlog = append(backlog, line{workload: n, name: n, pts: pts, value: func(p metrics.Point) float64 { return float64(p.Backlog.Messages) }})
+			latency = append(latency, line{workload: n, name: n + " p99 end to end", pts: pts, value: func(p metrics.Point) float64 { return p.E2EP99 }, gaps: true, dashed: role.Relays()})
+		}
+	}
+	return []chartSpec{{"messages/s", rates}, {"backlog (messages)", backlog}, {"p99 latency (ms)", latency}}
 }
 
 func panel(ylabel string, lines []line) (*plot.Plot, error) {

@@ -62,13 +62,10 @@ func Names() []string {
 // (n/a, a figure not measured, among them), text left-aligned, so columns of figures line up as in the vendors' tables.
 func Table(w io.Writer, header []string, rows [][]string) {
 	aligns := make([]tw.Align, len(header))
-	for c := range header {
-		aligns[c] = tw.AlignRight
-		for _, r := range rows {
-			if c < len(r) && r[c] != "" && r[c] != "n/a" && !numeric(r[c]) {
-				aligns[c] = tw.AlignLeft
-				break
-			}
+	for c, num := range numericColumns(header, rows) {
+		aligns[c] = tw.AlignLeft
+		if num {
+			aligns[c] = tw.AlignRight
 		}
 	}
 	t := tablewriter.NewTable(w,
@@ -90,6 +87,22 @@ func Table(w io.Writer, header []string, rows [][]string) {
 		_ = t.Append(cells...)
 	}
 	_ = t.Render()
+}
+
+// numericColumns says which columns hold only numbers (or n/a, or
+// nothing): those are right-aligned, so that figures line up.
+func numericColumns(header []string, rows [][]string) []bool {
+	num := make([]bool, len(header))
+	for c := range header {
+		num[c] = true
+		for _, r := range rows {
+			if c < len(r) && r[c] != "" && r[c] != "n/a" && !numeric(r[c]) {
+				num[c] = false
+				break
+			}
+		}
+	}
+	return num
 }
 
 // numeric reports whether a cell holds a number (with an optional unit
