@@ -357,7 +357,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "planrun: --dashboard %s: %v\n", c.dashboard, err)
 			return exitBadPlan
 		}
-		page = &live.Page{HTML: func(w io.Writer, res *results.Result) error { return live.BasicPage(w, res, live.EventsPath) }}
+		page = &live.Page{}
 		eng.Observer = page
 		// The page is served until the process exits, so that it shows
 		// the final report.

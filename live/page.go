@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -14,27 +13,23 @@ import (
 	"time"
 
 	"github.com/planrun/planrun/engine"
+	"github.com/planrun/planrun/reporters"
 	"github.com/planrun/planrun/results"
 )
 
 // EventsPath is where the live page's server-sent events are served.
 const EventsPath = "/events"
 
-// Page is a run's live page: GET / serves the report page of the run so
-// far, GET /events its model as server-sent events, one message each time
-// the engine observes the run (once a second) and a last one, with
-// live.done true, once the run has ended. Every message's data is the
-// whole model, which replaces the page's.
+// Page is a run's live page: GET / serves the HTML report of the run so
+// far (reporters.WriteHTML), GET /events its model as server-sent events,
+// one message each time the engine observes the run (once a second) and a
+// last one, with live.done true, once the run has ended. Every message's
+// data is a whole reporters.HTMLModel, which replaces the page's.
 //
 // Updates never wait for a browser: each event stream sends the latest
 // model when it can, and a stream that cannot take one for WriteTimeout is
 // closed.
 type Page struct {
-	// HTML writes the page of a result, with an EventSource on EventsPath.
-	HTML func(w io.Writer, res *results.Result) error
-	// Model encodes a result as the model the page embeds (a JSON object);
-	// nil is the result's JSON.
-	Model func(res *results.Result) ([]byte, error)
 	// MaxStreams bounds the event streams open at once (default 16); a
 	// page opened beyond it is answered 503 until one closes.
 	MaxStreams int
@@ -46,6 +41,7 @@ type Page struct {
 
 	mu      sync.Mutex
 	result  []byte // the latest result's JSON, for GET /
+	live    reporters.HTMLLive
 	model   []byte // the latest model, live state included
 	seq     uint64 // counts models; a stream sends each one at most once
 	done    bool   // the final model is out
@@ -53,32 +49,25 @@ type Page struct {
 	failed  error // the last model that could not be encoded
 }
 
-// Live is the model's live object: the progress lines and whether the run
-// has ended.
-type Live struct {
-	Progress []string `json:"progress"`
-	Done     bool     `json:"done"`
-}
-
 type stream struct {
 	wake chan struct{} // capacity 1: a new model is there
 }
 
 // Observe takes the run's state of the moment (the engine calls it about
-// once a second, see engine.Observer): it encodes the model here, in the
+// once a second, see engine.Observer): it makes the model here, in the
 // engine's observer goroutine, and wakes the streams without waiting for
 // any.
 func (p *Page) Observe(l engine.Live) {
-	p.publish(l.Result, Live{Progress: l.Progress})
+	p.publish(l.Result, reporters.HTMLLive{Progress: l.Progress})
 }
 
 // Finish publishes the final result: the page shows it with live.done
 // true. Later Observe calls are ignored.
 func (p *Page) Finish(res *results.Result) {
-	p.publish(res, Live{Progress: []string{fmt.Sprintf("run %s", res.Status)}, Done: true})
+	p.publish(res, reporters.HTMLLive{Progress: []string{fmt.Sprintf("run %s", res.Status)}, Done: true})
 }
 
-func (p *Page) publish(res *results.Result, l Live) {
+func (p *Page) publish(res *results.Result, l reporters.HTMLLive) {
 	p.mu.Lock()
 	finished := p.done
 	p.mu.Unlock()
@@ -88,17 +77,23 @@ func (p *Page) publish(res *results.Result, l Live) {
 	if l.Progress == nil {
 		l.Progress = []string{}
 	}
-	result, model, err := p.encode(res, l)
+	result, err := json.Marshal(res)
+	var model []byte
+	if err == nil {
+		m := reporters.NewHTMLModel(res, 0)
+		m.Live = &l
+		model, err = json.Marshal(m)
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err != nil {
-		p.failed = err
+		p.failed = fmt.Errorf("encoding the page's model: %w", err)
 		return
 	}
 	if p.done {
 		return
 	}
-	p.result, p.model, p.done = result, model, l.Done
+	p.result, p.live, p.model, p.done = result, l, model, l.Done
 	p.seq++
 	for s := range p.streams {
 		select {
@@ -106,41 +101,6 @@ func (p *Page) publish(res *results.Result, l Live) {
 		default: // it has not sent the previous one yet: it will send this one
 		}
 	}
-}
-
-func (p *Page) encode(res *results.Result, l Live) (result, model []byte, err error) {
-	result, err = json.Marshal(res)
-	if err != nil {
-		return nil, nil, fmt.Errorf("encoding the result: %w", err)
-	}
-	model = result
-	if p.Model != nil {
-		if model, err = p.Model(res); err != nil {
-			return nil, nil, fmt.Errorf("encoding the page's model: %w", err)
-		}
-	}
-	live, err := json.Marshal(l)
-	if err != nil {
-		return nil, nil, err
-	}
-	model, err = withLive(model, live)
-	return result, model, err
-}
-
-// withLive adds "live": live as the last key of the JSON object obj.
-func withLive(obj, live []byte) ([]byte, error) {
-	obj = bytes.TrimRight(obj, " \t\r\n")
-	if len(obj) < 2 || obj[0] != '{' || obj[len(obj)-1] != '}' {
-		return nil, errors.New("the page's model is not a JSON object")
-	}
-	out := make([]byte, 0, len(obj)+len(live)+10)
-	out = append(out, obj[:len(obj)-1]...)
-	if len(bytes.TrimSpace(obj[1:len(obj)-1])) > 0 {
-		out = append(out, ',')
-	}
-	out = append(out, `"live":`...)
-	out = append(out, live...)
-	return append(out, '}'), nil
 }
 
 // latest returns the current model and its number (0: none yet).
@@ -192,22 +152,22 @@ func (p *Page) Handler(ctx context.Context) http.Handler {
 
 func (p *Page) servePage(w http.ResponseWriter, _ *http.Request) {
 	p.mu.Lock()
-	data, failed := p.result, p.failed
+	data, live, failed := p.result, p.live, p.failed
 	p.mu.Unlock()
 	// The page is made from the result's JSON, so that it shares nothing
 	// with a run going on.
 	res := &results.Result{Status: "starting"}
-	if data != nil {
-		if err := json.Unmarshal(data, res); err != nil {
-			failed = err
-		}
+	if data == nil {
+		live.Progress = []string{"starting: opening the targets"}
+	} else if err := json.Unmarshal(data, res); err != nil {
+		failed = err
 	}
 	if failed != nil && data == nil {
 		http.Error(w, "planrun: "+failed.Error(), http.StatusInternalServerError)
 		return
 	}
 	var buf bytes.Buffer
-	if err := p.HTML(&buf, res); err != nil {
+	if err := reporters.WriteHTML(&buf, res, reporters.HTMLOptions{LiveURL: EventsPath, Live: &live}); err != nil {
 		http.Error(w, "planrun: writing the page: "+err.Error(), http.StatusInternalServerError)
 		return
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/planrun/planrun/engine"
+	"github.com/planrun/planrun/reporters"
 	"github.com/planrun/planrun/results"
 )
 
@@ -57,10 +58,6 @@ func startPage(t *testing.T, p *Page) (string, func()) {
 	return "http://" + ln.Addr().String(), stop
 }
 
-func basicPage() *Page {
-	return &Page{HTML: func(w io.Writer, res *results.Result) error { return BasicPage(w, res, EventsPath) }}
-}
-
 // observe hands p a result whose only figure is n, as the engine would.
 func observe(p *Page, n int) {
 	p.Observe(engine.Live{Result: &results.Result{Plan: "live", Status: "running", Description: fmt.Sprint(n)},
@@ -74,10 +71,12 @@ type events struct {
 }
 
 type pageModel struct {
-	Plan        string `json:"plan"`
-	Status      string `json:"status"`
-	Description string `json:"description"`
-	Live        *Live  `json:"live"`
+	Result struct {
+		Plan        string `json:"plan"`
+		Status      string `json:"status"`
+		Description string `json:"description"`
+	} `json:"result"`
+	Live *reporters.HTMLLive `json:"live"`
 }
 
 func openEvents(t *testing.T, ctx context.Context, base string) *events {
@@ -127,7 +126,7 @@ func (e *events) next(t *testing.T) (pageModel, error) {
 // the whole model with its live object; the final one says done, and
 // later observations are not sent.
 func TestPageStreamsEveryModel(t *testing.T) {
-	p := basicPage()
+	p := &Page{}
 	base, _ := startPage(t, p)
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	defer cancel()
@@ -140,7 +139,7 @@ func TestPageStreamsEveryModel(t *testing.T) {
 		if err != nil {
 			t.Fatalf("message %d: %v", i, err)
 		}
-		if m.Description != fmt.Sprint(i) || m.Live == nil || m.Live.Done || len(m.Live.Progress) != 1 ||
+		if m.Result.Description != fmt.Sprint(i) || m.Live == nil || m.Live.Done || len(m.Live.Progress) != 1 ||
 			!strings.Contains(m.Live.Progress[0], fmt.Sprintf("consumer.received = %d (target 100)", i)) {
 			t.Fatalf("message %d: %+v, live %+v", i, m, m.Live)
 		}
@@ -154,7 +153,7 @@ func TestPageStreamsEveryModel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.Status != "passed" || m.Description != "final" || m.Live == nil || !m.Live.Done {
+	if m.Result.Status != "passed" || m.Result.Description != "final" || m.Live == nil || !m.Live.Done {
 		t.Fatalf("final message: %+v, live %+v", m, m.Live)
 	}
 	// The page serves the final result too.
@@ -173,7 +172,7 @@ func TestPageStreamsEveryModel(t *testing.T) {
 // once while the page's stream waits to write, and another page gets the
 // latest model.
 func TestSlowPageNeverBlocksTheRun(t *testing.T) {
-	p := basicPage()
+	p := &Page{}
 	p.WriteTimeout = time.Hour
 	base, _ := startPage(t, p)
 	slow := stalledStream(t, base, p)
@@ -188,15 +187,15 @@ func TestSlowPageNeverBlocksTheRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.Description != fmt.Sprint(observations-1) {
-		t.Errorf("a new page got model %q, want the latest (%d)", m.Description, observations-1)
+	if m.Result.Description != fmt.Sprint(observations-1) {
+		t.Errorf("a new page got model %q, want the latest (%d)", m.Result.Description, observations-1)
 	}
 	slow.Close()
 }
 
 // A page that cannot take a message for WriteTimeout is closed.
 func TestStalledPageIsDropped(t *testing.T) {
-	p := basicPage()
+	p := &Page{}
 	p.WriteTimeout = 200 * time.Millisecond
 	base, _ := startPage(t, p)
 	slow := stalledStream(t, base, p)
@@ -254,7 +253,7 @@ func awaitStreams(t *testing.T, p *Page, n int) {
 // The streams are bounded: one more is refused with 503, and a page that
 // goes away frees its place.
 func TestClosedPageFreesItsStream(t *testing.T) {
-	p := basicPage()
+	p := &Page{}
 	p.MaxStreams = 1
 	base, _ := startPage(t, p)
 	observe(p, 1)
@@ -283,7 +282,7 @@ func TestClosedPageFreesItsStream(t *testing.T) {
 // When the serving context ends, every stream gets the model it has not
 // had yet and is closed, and ServePage returns.
 func TestPageStopsWithItsContext(t *testing.T) {
-	p := basicPage()
+	p := &Page{}
 	base, stop := startPage(t, p)
 	observe(p, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
@@ -394,20 +393,4 @@ func hostAddress(t *testing.T) net.IP {
 	}
 	t.Skip("this machine has no non-loopback IPv4 address")
 	return nil
-}
-
-func TestWithLive(t *testing.T) {
-	for _, c := range []struct{ in, want string }{
-		{`{}`, `{"live":{"done":true}}`},
-		{`{"a":1}` + "\n", `{"a":1,"live":{"done":true}}`},
-		{"{ \"a\": 1 }\n", `{ "a": 1 ,"live":{"done":true}}`},
-	} {
-		got, err := withLive([]byte(c.in), []byte(`{"done":true}`))
-		if err != nil || string(got) != c.want {
-			t.Errorf("withLive(%q) = %s, %v; want %s", c.in, got, err, c.want)
-		}
-	}
-	if _, err := withLive([]byte(`[1]`), []byte(`{}`)); err == nil {
-		t.Error("withLive of an array: no error")
-	}
 }
