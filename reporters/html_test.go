@@ -224,7 +224,9 @@ func TestHTMLLivePage(t *testing.T) {
 	})
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
-	page := htmltest.Open(t, srv.URL+"/", browser.Options{})
+	// Opened zoomed (a link to a zoomed page), it stays zoomed through
+	// the updates.
+	page := htmltest.Open(t, srv.URL+"/#t=10-30", browser.Options{})
 	page.NoErrors(t)
 	if page.Renders != 3 {
 		t.Fatalf("%d renders, want the page's and one per event (3)", page.Renders)
@@ -235,7 +237,70 @@ func TestHTMLLivePage(t *testing.T) {
 	if c := page.Chart(t, 0, "Message rates"); c.Samples != 120 || c.Points != 120 {
 		t.Errorf("the charts are not the last model's: %+v", c)
 	}
+	for _, c := range page.Charts {
+		if c.X != [2]float64{10, 30} {
+			t.Errorf("run %d %s shows %v s after the updates, not the range zoomed to (10-30 s)", c.Run, c.Title, c.X)
+		}
+	}
 	if len(streams) != 1 {
 		t.Errorf("the page opened the event stream %d times; it must stop once the run is done", len(streams))
 	}
+}
+
+// The page without a browser: every script element closes where it should
+// (no text of the result can end one), and a result without series has
+// tables and no charts.
+func TestHTMLPageStructure(t *testing.T) {
+	res := longResult(30)
+	var b bytes.Buffer
+	if err := reporters.WriteHTML(&b, res, reporters.HTMLOptions{LiveURL: "/events?x=</script>"}); err != nil {
+		t.Fatal(err)
+	}
+	page := b.String()
+	if open, closed := strings.Count(page, "<script"), strings.Count(page, "</script>"); open != 4 || closed != 4 {
+		t.Errorf("%d <script> and %d </script>, want the 4 the page has", open, closed)
+	}
+	if strings.Contains(page, hostile) {
+		t.Error("a table cell's text is in the page as it is, not escaped")
+	}
+	for i := range res.Runs {
+		res.Runs[i].Metrics.Series = nil
+	}
+	m := reporters.NewHTMLModel(res, 0)
+	if len(m.Runs) != 2 || len(m.Runs[0].Charts) != 0 || len(m.Runs[0].Tables) == 0 || m.MaxPoints != reporters.MaxChartPoints {
+		t.Errorf("without series: %d runs, %d charts, %d tables, bound %d", len(m.Runs), len(m.Runs[0].Charts), len(m.Runs[0].Tables), m.MaxPoints)
+	}
+	if res.Runs[0].Metrics.Series != nil || m.Result.Runs[0].Metrics.Series != nil {
+		t.Error("series left in the model's result")
+	}
+}
+
+// The model of a run leaves the result it was made from as it was: the
+// JSON result keeps every second.
+func TestHTMLModelKeepsResult(t *testing.T) {
+	res := longResult(3000)
+	before, _ := json.Marshal(res)
+	m := reporters.NewHTMLModel(res, 100)
+	after, _ := json.Marshal(res)
+	if !bytes.Equal(before, after) {
+		t.Error("NewHTMLModel changed the result")
+	}
+	if len(m.Result.Runs[0].Metrics.Series) != 0 || len(m.Runs[0].Charts[0].T) > 100 {
+		t.Errorf("the model holds %d series and %d points a curve", len(m.Result.Runs[0].Metrics.Series), len(m.Runs[0].Charts[0].T))
+	}
+}
+
+// A day of per-second samples in each of two runs: the time to write the
+// page and its size.
+func BenchmarkWriteHTMLDay(b *testing.B) {
+	res := longResult(86400)
+	var size int
+	for b.Loop() {
+		var w bytes.Buffer
+		if err := reporters.WriteHTML(&w, res, reporters.HTMLOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		size = w.Len()
+	}
+	b.ReportMetric(float64(size)/1e6, "MB/page")
 }

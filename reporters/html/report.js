@@ -11,8 +11,8 @@
     "#e377c2", "#17becf", "#bcbd22", "#7f7f7f"];
 
   var state = {
-    charts: [],   // {run, key, title, u, drawn}
-    zoom: {},     // run index -> {min, max} while zoomed
+    charts: [],   // {run, title, u, drawn, samples}
+    zoom: {},     // run index -> {min, max} while zoomed, else null
     renders: 0,
     source: null,
   };
@@ -128,8 +128,6 @@
       ctx.beginPath();
       ctx.rect(b.left, b.top, b.width, b.height);
       ctx.clip();
-      ctx.font = Math.round(11 * pr) + "px sans-serif";
-      ctx.textBaseline = "top";
       (m.phases || []).forEach(function (ph, i) {
         var a = u.valToPos(ph.start_s, "x", true), z = u.valToPos(ph.end_s, "x", true);
         if (i % 2 === 1) {
@@ -168,6 +166,7 @@
       ctx.clip();
       ctx.font = Math.round(11 * pr) + "px sans-serif";
       ctx.textBaseline = "top";
+      ctx.textAlign = "left";
       ctx.fillStyle = "rgba(40, 40, 40, 0.9)";
       ((run.metrics || {}).phases || []).forEach(function (ph) {
         if (!ph.name || ph.end_s < sc.min || ph.start_s > sc.max) return;
@@ -197,8 +196,10 @@
       (m.outages || []).forEach(function (o) {
         if (t >= o.start_s && t <= o.end_s) parts.push("outage: " + o.workload + " " + o.clients + " down");
       });
+      // A sample at t covers the second before it; an event's t is the
+      // start of its second.
       (m.events || []).forEach(function (e) {
-        if (t >= e.t - 1 && t < e.t + 1) {
+        if (e.t >= t - 1 && e.t < t) {
           parts.push(e.workload + " " + e.event.replace(/_/g, " ") + (e.reason ? " (" + e.reason + ")" : "") + " x" + e.count);
         }
       });
@@ -206,20 +207,28 @@
     };
   }
 
-  // onZoom keeps a run's charts on the same time range and remembers it,
-  // so that the next render (a live page's new model) keeps it.
-  function onZoom(ri) {
-    return function (u, key) {
-      if (key !== "x" || state.syncing) return;
-      var xs = u.data[0], sc = u.scales.x;
-      var full = !xs.length || (sc.min <= xs[0] && sc.max >= xs[xs.length - 1]);
-      state.zoom[ri] = full ? null : { min: sc.min, max: sc.max };
-      state.syncing = true;
-      state.charts.forEach(function (c) {
-        if (c.run === ri && c.u !== u) c.u.setScale("x", { min: sc.min, max: sc.max });
-      });
-      state.syncing = false;
-    };
+  // zoomOf is the time range a chart is zoomed to, null when it shows
+  // all its data.
+  function zoomOf(u) {
+    var xs = u.data[0], sc = u.scales.x;
+    if (!xs.length || sc.min == null) return null;
+    if (sc.min > xs[0] + 1e-9 || sc.max < xs[xs.length - 1] - 1e-9) return { min: sc.min, max: sc.max };
+    return null;
+  }
+
+  // keepZoom writes the zoomed range into the address (#t=FROM-TO), so
+  // that a link opens the page zoomed as it was.
+  function keepZoom(z) {
+    if (!window.history || !history.replaceState) return;
+    var hash = z ? "#t=" + (+z.min.toFixed(3)) + "-" + (+z.max.toFixed(3)) : "";
+    if (location.hash !== hash) history.replaceState(null, "", location.pathname + location.search + hash);
+  }
+
+  function zoomFromHash() {
+    var m = /^#t=(-?[\d.]+)-(-?[\d.]+)$/.exec(location.hash);
+    if (!m) return null;
+    var z = { min: parseFloat(m[1]), max: parseFloat(m[2]) };
+    return z.max > z.min ? z : null;
   }
 
   function chartBlock(run, ri, chart, ci, order) {
@@ -256,14 +265,24 @@
       hooks: {
         drawClear: [drawBands(run)],
         draw: [drawMarks(run), function () { entry.drawn++; }],
-        setScale: [onZoom(ri)],
         setCursor: [cursorInfo(run, info)],
+        // A drag zooms every chart of the run (they share the cursor's
+        // sync key, which uPlot also zooms by).
+        setSelect: [function (u) {
+          if (u.select.width > 0) keepZoom({ min: u.posToVal(u.select.left, "x"), max: u.posToVal(u.select.left + u.select.width, "x") });
+        }],
+        ready: [function (u) {
+          u.over.addEventListener("dblclick", function () { keepZoom(null); });
+        }],
       },
     };
     var data = [chart.t].concat(chart.series.map(function (s) { return s.values; }));
     entry.make = function () {
       opts.width = Math.max(box.clientWidth || 900, 320);
       entry.u = new uPlot(opts, data, box);
+      // Set before the chart's first draw, the range replaces the data's.
+      var z = state.zoom[ri];
+      if (z) entry.u.setScale("x", { min: z.min, max: z.max });
     };
     return { node: wrap, entry: entry };
   }
@@ -321,7 +340,17 @@
 
   function render(model) {
     var root = document.getElementById("planrun-report");
-    state.charts.forEach(function (c) { if (c.u) c.u.destroy(); });
+    // A zoomed run stays zoomed when a new model comes (a live page).
+    if (state.renders === 0) {
+      var z = zoomFromHash();
+      (model.result.runs || []).forEach(function (r, ri) { state.zoom[ri] = z; });
+    } else {
+      state.zoom = {};
+      state.charts.forEach(function (c) {
+        if (!(c.run in state.zoom)) state.zoom[c.run] = zoomOf(c.u);
+      });
+    }
+    state.charts.forEach(function (c) { c.u.destroy(); });
     state.charts = [];
     var page = document.createDocumentFragment();
     page.appendChild(header(model));
@@ -353,12 +382,6 @@
     entries.forEach(function (e) {
       e.make();
       state.charts.push(e);
-      var z = state.zoom[e.run];
-      if (z) {
-        state.syncing = true;
-        e.u.setScale("x", { min: z.min, max: z.max });
-        state.syncing = false;
-      }
     });
     window.scrollTo(0, y);
     state.renders++;
@@ -378,6 +401,7 @@
       var u = c.u;
       return {
         run: c.run, title: c.title, drawn: c.drawn, samples: c.samples, points: u.data[0].length,
+        x: [u.scales.x.min, u.scales.x.max],
         series: u.series.slice(1).map(function (s, i) {
           var vals = u.data[i + 1], n = 0, lo = null, hi = null;
           vals.forEach(function (v) {
@@ -446,6 +470,15 @@
         return;
       }
       show(model);
+    };
+    // The browser reconnects by itself; meanwhile the panel says so.
+    state.source.onerror = function () {
+      var panel = document.getElementById("planrun-live");
+      if (panel && state.source) panel.setAttribute("data-connection", "lost");
+    };
+    state.source.onopen = function () {
+      var panel = document.getElementById("planrun-live");
+      if (panel) panel.removeAttribute("data-connection");
     };
   }
 })();

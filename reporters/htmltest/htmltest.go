@@ -45,6 +45,8 @@ type Chart struct {
 	Points  int      `json:"points"`
 	Samples int      `json:"samples"`
 	Series  []Series `json:"series"`
+	// X is the time range shown: the data's, or the range zoomed to.
+	X [2]float64 `json:"x"`
 }
 
 // Series is one curve: its points with a value (gaps left out), and its
