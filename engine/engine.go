@@ -75,9 +75,10 @@ func (e *Engine) setCurrent(c *metrics.Collector) {
 }
 
 // Observer follows a run while it goes on. Observe is called after each
-// per-second sample from a goroutine that does nothing else, so a slow
-// Observe delays only the next call, never the run; the end of a run waits
-// for the call in progress. What Live holds may be read until Observe
+// per-second sample (after fewer when one observation took more than a
+// tenth of a second: never more than about a tenth of the time) from a
+// goroutine that does nothing else, so a slow Observe delays only the next
+// call, never the run; the end of a run waits for the call in progress. What Live holds may be read until Observe
 // returns and must not be changed.
 type Observer interface {
 	Observe(Live)
@@ -820,6 +821,10 @@ func (r *Run) progressLines(ps *progressState, now time.Time) []string {
 func (r *Run) observe(ctx context.Context, res *results.Result, head results.Run) {
 	var ps progressState
 	ps.reset(time.Now())
+	// An observation that took long (a day of series to copy and draw)
+	// is not made again for ten times as long: the observer takes at most
+	// about a tenth of a core.
+	var next time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -827,6 +832,9 @@ func (r *Run) observe(ctx context.Context, res *results.Result, head results.Run
 		case <-r.sampled:
 		}
 		now := time.Now()
+		if now.Before(next) {
+			continue
+		}
 		lines := r.progressLines(&ps, now)
 		run := head
 		run.Status = "running"
@@ -856,6 +864,7 @@ func (r *Run) observe(ctx context.Context, res *results.Result, head results.Run
 			lines[i] = redact.Redact(l, r.Plan.Secrets)
 		}
 		r.engine.Observer.Observe(Live{Result: &cur, Progress: lines})
+		next = now.Add(10 * time.Since(now))
 	}
 }
 

@@ -40,7 +40,7 @@ type Page struct {
 	Heartbeat time.Duration
 
 	mu      sync.Mutex
-	result  []byte // the latest result's JSON, for GET /
+	result  []byte // the latest result's JSON without its series, for GET /
 	live    reporters.HTMLLive
 	model   []byte // the latest model, live state included
 	seq     uint64 // counts models; a stream sends each one at most once
@@ -77,12 +77,14 @@ func (p *Page) publish(res *results.Result, l reporters.HTMLLive) {
 	if l.Progress == nil {
 		l.Progress = []string{}
 	}
-	result, err := json.Marshal(res)
-	var model []byte
+	m := reporters.NewHTMLModel(res, 0)
+	m.Live = &l
+	model, err := json.Marshal(m)
+	var result []byte
 	if err == nil {
-		m := reporters.NewHTMLModel(res, 0)
-		m.Live = &l
-		model, err = json.Marshal(m)
+		// The page's first model has the result without its series (the
+		// model's): its event stream brings the charts at once.
+		result, err = json.Marshal(m.Result)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/planrun/planrun/engine"
+	"github.com/planrun/planrun/metrics"
 	"github.com/planrun/planrun/reporters"
 	"github.com/planrun/planrun/results"
 )
@@ -393,4 +394,43 @@ func hostAddress(t *testing.T) net.IP {
 	}
 	t.Skip("this machine has no non-loopback IPv4 address")
 	return nil
+}
+
+// The model of a run with four workloads an hour and a day into it, made
+// and encoded once a second while the run goes on: what it costs the
+// observer's goroutine, and what each page receives.
+func BenchmarkPageObserve(b *testing.B) {
+	for _, c := range []struct {
+		name    string
+		seconds int
+	}{{"hour", 3600}, {"day", 86400}} {
+		b.Run(c.name, func(b *testing.B) { benchmarkObserve(b, c.seconds) })
+	}
+}
+
+func benchmarkObserve(b *testing.B, seconds int) {
+	const workloads = 4
+	res := &results.Result{Plan: "bench", Status: "running"}
+	run := results.Run{Status: "running", Kinds: map[string]string{}, Roles: map[string]metrics.Role{}}
+	run.Metrics.Series = map[string][]metrics.Point{}
+	for w := range workloads {
+		name := fmt.Sprintf("w%d", w)
+		run.Metrics.Order = append(run.Metrics.Order, name)
+		run.Kinds[name] = "produce"
+		run.Roles[name] = metrics.Role{Sends: true}
+		pts := make([]metrics.Point, seconds)
+		for i := range pts {
+			pts[i] = metrics.Point{T: float64(i + 1), Interval: 1, Phase: "load", SendRate: 10000 + float64(i%100), P99: 3 + float64(i%7), Acked: 10000, Sent: 10000, Lag: -1}
+		}
+		run.Metrics.Series[name] = pts
+	}
+	run.Metrics.Phases = []metrics.Phase{{Name: "load", End: float64(seconds), Workloads: map[string]metrics.Stats{}}}
+	res.Runs = []results.Run{run}
+	p := &Page{}
+	b.ResetTimer()
+	for range b.N {
+		p.Observe(engine.Live{Result: res, Progress: []string{"w0: 36000000 sent"}})
+	}
+	model, _ := p.latest()
+	b.ReportMetric(float64(len(model))/1e6, "MB/model")
 }
