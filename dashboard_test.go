@@ -61,7 +61,8 @@ func TestDashboardInBrowser(t *testing.T) {
 	stderr := &syncBuffer{}
 	exit := make(chan int, 1)
 	go func() {
-		exit <- run([]string{"run", "--quiet", "--out", out, "--dashboard", "127.0.0.1:0", "--set", "gate=" + gate, p}, io.Discard, stderr)
+		// The flags after the plan, as in planrun PLAN --dashboard ADDR.
+		exit <- run([]string{p, "--quiet", "--out", out, "--dashboard", "127.0.0.1:0", "--set", "gate=" + gate}, io.Discard, stderr)
 	}()
 	// Whatever happens, the run ends with the test.
 	defer func() {
@@ -168,6 +169,30 @@ func TestDashboardInBrowser(t *testing.T) {
 			}
 		}
 	})
+}
+
+// A --dashboard address planrun cannot serve is a usage error, before the
+// run starts.
+func TestDashboardAddressErrors(t *testing.T) {
+	p := writePlan(t, memPlan)
+	taken, _, err := live.ListenPage("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	for _, c := range []struct{ addr, want string }{
+		{"nohost", `--dashboard nohost: give host:port, such as :8080 (this machine only) or 0.0.0.0:8080 (every interface)`},
+		{taken.Addr().String(), "--dashboard " + taken.Addr().String() + ": listen tcp " + taken.Addr().String() + ": bind: address already in use"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := run([]string{"--out", t.TempDir(), p, "--dashboard", c.addr}, &stdout, &stderr)
+		if code != exitBadPlan || !strings.Contains(stderr.String(), c.want) {
+			t.Errorf("--dashboard %s: exit %d, want %d with %q:\n%s", c.addr, code, exitBadPlan, c.want, stderr.String())
+		}
+		if strings.Contains(stderr.String(), "step 1") {
+			t.Errorf("--dashboard %s: the run started:\n%s", c.addr, stderr.String())
+		}
+	}
 }
 
 // eventProxy stands between Chromium and the live page: it passes the

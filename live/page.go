@@ -293,7 +293,7 @@ func ListenPage(addr string) (ln net.Listener, remote bool, err error) {
 	}
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
-		return nil, false, fmt.Errorf("%q: give host:port, such as :8080 (this machine only) or 0.0.0.0:8080 (every interface)", addr)
+		return nil, false, errors.New("give host:port, such as :8080 (this machine only) or 0.0.0.0:8080 (every interface)")
 	}
 	if host == "" {
 		host = "127.0.0.1"
