@@ -15,8 +15,10 @@ import (
 	"time"
 
 	"github.com/planrun/planrun/engine"
+	"github.com/planrun/planrun/internal/browser"
 	"github.com/planrun/planrun/metrics"
 	"github.com/planrun/planrun/reporters"
+	"github.com/planrun/planrun/reporters/htmltest"
 	"github.com/planrun/planrun/results"
 )
 
@@ -433,4 +435,24 @@ func benchmarkObserve(b *testing.B, seconds int) {
 	}
 	model, _ := p.latest()
 	b.ReportMetric(float64(len(model))/1e6, "MB/model")
+}
+
+// The page served before the run's first second (no run yet) renders
+// without a script error, then follows the stream to the final model.
+func TestStartingPageInBrowser(t *testing.T) {
+	browser.Chromium(t)
+	p := &Page{}
+	base, _ := startPage(t, p)
+	go func() {
+		// Once the browser follows the stream, the run ends.
+		for end := time.Now().Add(browser.Timeout); p.Streams() == 0 && time.Now().Before(end); {
+			time.Sleep(10 * time.Millisecond)
+		}
+		p.Finish(&results.Result{Plan: "live", Status: "passed"})
+	}()
+	page := htmltest.Open(t, base+"/", browser.Options{})
+	page.NoErrors(t)
+	if page.Renders != 2 || page.Status != "passed" || page.Live == nil || *page.Live != "run passed" {
+		t.Errorf("%d renders, status %q, live panel %v; want the starting page's render, then the final model's", page.Renders, page.Status, page.Live)
+	}
 }
