@@ -77,9 +77,10 @@ func (e *Engine) setCurrent(c *metrics.Collector) {
 // Observer follows a run while it goes on. Observe is called after each
 // per-second sample (after fewer when one observation took more than a
 // tenth of a second: never more than about a tenth of the time) from a
-// goroutine that does nothing else, so a slow Observe delays only the next
-// call, never the run; the end of a run waits for the call in progress. What Live holds may be read until Observe
-// returns and must not be changed.
+// goroutine that does nothing else, so a slow Observe delays only the
+// next call, never the run; the end of a run waits for the call in
+// progress. What Live holds may be read until Observe returns and must not
+// be changed.
 type Observer interface {
 	Observe(Live)
 }
@@ -898,10 +899,12 @@ func redactLive(res *results.Result, secrets map[string]bool) {
 	}
 }
 
-// hasFigures reports whether anything was measured in a phase.
+// hasFigures reports whether anything was measured in a phase: an
+// unnamed first phase without figures is left out, as the final result
+// leaves it out.
 func hasFigures(p metrics.Phase) bool {
 	for _, s := range p.Workloads {
-		if s.Sent+s.Received+s.Failed > 0 {
+		if s.Acked+s.Received+s.Failed > 0 {
 			return true
 		}
 	}
