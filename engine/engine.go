@@ -860,7 +860,9 @@ func (r *Run) observe(ctx context.Context, res *results.Result, head results.Run
 		cur.Runs = append(slices.Clone(res.Runs), run)
 		cur.Vars = maps.Clone(res.Vars)
 		cur.Targets = slices.Clone(res.Targets)
-		redactLive(&cur, r.Plan.Secrets)
+		if err := redactLive(&cur, r.Plan.Secrets); err != nil {
+			continue // nothing is shown rather than a secret
+		}
 		for i, l := range lines {
 			lines[i] = redact.Redact(l, r.Plan.Secrets)
 		}
@@ -869,13 +871,14 @@ func (r *Run) observe(ctx context.Context, res *results.Result, head results.Run
 	}
 }
 
-// redactLive redacts a live result. Its series points are copies, but
-// their gauge maps are the collector's: only the points' phase names are
-// redacted, and the walk over every other string leaves the series out
-// (which also keeps it short).
-func redactLive(res *results.Result, secrets map[string]bool) {
+// redactLive redacts a live result. Much of it is shared with the run
+// going on (the closed phases' maps, probe values, the series points'
+// gauges): it is redacted in a copy of its own, made through JSON but for
+// the series, whose points are copies already and have only their phase
+// names to redact.
+func redactLive(res *results.Result, secrets map[string]bool) error {
 	if len(secrets) == 0 {
-		return
+		return nil
 	}
 	type series struct {
 		points map[string][]metrics.Point
@@ -887,9 +890,17 @@ func redactLive(res *results.Result, secrets map[string]bool) {
 		kept[i] = series{m.Series, m.ExtraSeries}
 		m.Series, m.ExtraSeries = nil, nil
 	}
-	redact.RedactAll(res, secrets)
-	for i := range res.Runs {
-		m := &res.Runs[i].Metrics
+	data, err := json.Marshal(res)
+	if err != nil {
+		return err
+	}
+	var own results.Result
+	if err := json.Unmarshal(data, &own); err != nil {
+		return err
+	}
+	redact.RedactAll(&own, secrets)
+	for i := range own.Runs {
+		m := &own.Runs[i].Metrics
 		m.Series, m.ExtraSeries = kept[i].points, kept[i].extra
 		for _, pts := range m.Series {
 			for j := range pts {
@@ -897,6 +908,8 @@ func redactLive(res *results.Result, secrets map[string]bool) {
 			}
 		}
 	}
+	*res = own
+	return nil
 }
 
 // hasFigures reports whether anything was measured in a phase: an
