@@ -450,7 +450,8 @@ func writeReports(res *results.Result, p *plan.Plan, dir string) ([]string, erro
 	for _, o := range outputs {
 		rep, ok := reporters.Lookup(o.name)
 		if o.name == "html" {
-			// The HTML report is written beside the markdown, always.
+			// Not a format a plan chooses: the HTML report is written
+			// beside the markdown, always.
 			rep, ok = reporters.HTML{}, true
 		}
 		if !ok {

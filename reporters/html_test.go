@@ -79,6 +79,11 @@ func longResult(n int) *results.Result {
 			m.Series["producer"] = append(m.Series["producer"], metrics.Point{T: t, SendRate: rate, P99: p99})
 			m.Series["consumer"] = append(m.Series["consumer"], metrics.Point{T: t, RecvRate: rate - 1, E2EP99: p99 + 1,
 				Backlog: metrics.Backlog{Messages: int64(i % 997)}})
+			extra := map[string]float64{"host.cpu": float64(i%100) / 100}
+			if i >= n/2 {
+				extra["broker.connections"] = float64(i % 50)
+			}
+			m.ExtraSeries = append(m.ExtraSeries, metrics.ExtraPoint{T: t, Values: extra})
 		}
 		res.Runs = append(res.Runs, run)
 	}
@@ -123,8 +128,8 @@ func TestHTMLReportInBrowser(t *testing.T) {
 	if !strings.Contains(page.DOM, "<title>Long run &lt;i&gt;&amp;&lt;/i&gt; \"quotes\" - planrun report</title>") {
 		t.Errorf("the title is not escaped as text:\n%s", page.DOM[:min(len(page.DOM), 600)])
 	}
-	if len(page.Charts) != 6 {
-		t.Fatalf("%d charts, want 3 per run", len(page.Charts))
+	if len(page.Charts) != 8 {
+		t.Fatalf("%d charts, want 4 per run", len(page.Charts))
 	}
 	for r := range res.Runs {
 		raw := res.Runs[r].Metrics.Series["producer"]
@@ -139,6 +144,7 @@ func TestHTMLReportInBrowser(t *testing.T) {
 			{"Message rates", []string{"producer sent", "consumer received"}},
 			{"Backlog", []string{"consumer"}},
 			{"p99 latency", []string{"producer p99 to ack", "consumer p99 end to end"}},
+			{"Collected figures", []string{"host.cpu", "broker.connections"}},
 		} {
 			c := page.Chart(t, r, want.title)
 			if len(c.Series) != len(want.labels) {
@@ -263,8 +269,9 @@ func TestHTMLPageStructure(t *testing.T) {
 	if strings.Contains(page, hostile) {
 		t.Error("a table cell's text is in the page as it is, not escaped")
 	}
-	for i := range res.Runs {
+	for i := range res.Runs { // report: series: false
 		res.Runs[i].Metrics.Series = nil
+		res.Runs[i].Metrics.ExtraSeries = nil
 	}
 	m := reporters.NewHTMLModel(res, 0)
 	if len(m.Runs) != 2 || len(m.Runs[0].Charts) != 0 || len(m.Runs[0].Tables) == 0 || m.MaxPoints != reporters.MaxChartPoints {

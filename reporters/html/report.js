@@ -231,7 +231,7 @@
     return z.max > z.min ? z : null;
   }
 
-  function chartBlock(run, ri, chart, ci, order) {
+  function chartBlock(run, ri, chart, order) {
     var box = el("div", { class: "chart", "data-chart": chart.title });
     var info = el("div", { class: "cursor-info" });
     var wrap = el("figure", null, [box, info]);
@@ -299,8 +299,8 @@
     }
     var entries = [];
     var order = (run.metrics && run.metrics.order) || [];
-    (view.charts || []).forEach(function (c, ci) {
-      var b = chartBlock(run, ri, c, ci, order);
+    (view.charts || []).forEach(function (c) {
+      var b = chartBlock(run, ri, c, order);
       nodes.push(b.node);
       if (b.entry) entries.push(b.entry);
     });
