@@ -90,7 +90,8 @@ type Live struct {
 	// Result is the result so far, secrets redacted: the runs finished
 	// (of a matrix) and the current one with status "running" and its
 	// figures up to now (series, events, outages), the phase going on as
-	// the last of its Metrics.Phases.
+	// the last of its Metrics.Phases. Its Finished times are the moment
+	// observed.
 	Result *results.Result
 	// Progress is the progress lines of the moment without their clock:
 	// one per running workload with rates over the last second, and the
@@ -838,7 +839,9 @@ func (r *Run) observe(ctx context.Context, res *results.Result, head results.Run
 		}
 		lines := r.progressLines(&ps, now)
 		run := head
-		run.Status = "running"
+		// Finished is the moment observed: what a page shows as the time
+		// the run took so far.
+		run.Status, run.Finished = "running", now
 		run.Metrics = r.coll.Snapshot(now, true)
 		if run.Metrics.Phase.Name != "" || hasFigures(run.Metrics.Phase) {
 			run.Metrics.Phases = append(run.Metrics.Phases, run.Metrics.Phase)
@@ -856,7 +859,7 @@ func (r *Run) observe(ctx context.Context, res *results.Result, head results.Run
 		run.Warnings = slices.Clone(r.warnings)
 		r.mu.Unlock()
 		cur := *res
-		cur.Status = "running"
+		cur.Status, cur.Finished = "running", now
 		cur.Runs = append(slices.Clone(res.Runs), run)
 		cur.Vars = maps.Clone(res.Vars)
 		cur.Targets = slices.Clone(res.Targets)
