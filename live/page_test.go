@@ -456,3 +456,22 @@ func TestStartingPageInBrowser(t *testing.T) {
 		t.Errorf("%d renders, status %q, live panel %v; want the starting page's render, then the final model's", page.Renders, page.Status, page.Live)
 	}
 }
+
+// An idle stream gets a comment line every Heartbeat, so that a browser
+// gone without a word is noticed by the write failing.
+func TestIdleStreamHeartbeat(t *testing.T) {
+	p := &Page{Heartbeat: 20 * time.Millisecond}
+	base, _ := startPage(t, p)
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	ev := openEvents(t, ctx, base)
+	beats := 0
+	for beats < 2 && ev.sc.Scan() {
+		if ev.sc.Text() == ": alive" {
+			beats++
+		}
+	}
+	if beats < 2 {
+		t.Fatalf("%d heartbeats on an idle stream: %v", beats, ev.sc.Err())
+	}
+}
