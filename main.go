@@ -85,6 +85,10 @@ Flags (before or after the plan):
   --quiet            no progress lines, only the final report
   --metrics-addr ADDR  serve the live figures in Prometheus format at ADDR/metrics
                      during the run (for example :9464)
+  --dashboard ADDR   serve a live page of the run at http://ADDR/, updated every
+                     second, showing the final report at the end; :8080 means
+                     127.0.0.1:8080 (this machine only): give a host, such as
+                     0.0.0.0:8080, to let other hosts in (no authentication)
   --connect-timeout D  how long opening a target or creating a topic may take
                      (default 60s)
   --workers LIST     run the workloads on these planrun workers (host:port,
@@ -120,6 +124,7 @@ type cli struct {
 	out         string
 	quiet       bool
 	metricsAddr string
+	dashboard   string // --dashboard: where to serve the live page
 	// connectTimeout and stopTimeout bound opening targets and stopping
 	// workloads; zero leaves the engine's defaults.
 	connectTimeout, stopTimeout time.Duration
@@ -176,6 +181,12 @@ func parseArgs(args []string) (*cli, error) {
 				return nil, err
 			}
 			c.metricsAddr = v
+		case "--dashboard", "-dashboard":
+			v, err := next()
+			if err != nil {
+				return nil, err
+			}
+			c.dashboard = v
 		case "--connect-timeout", "-connect-timeout", "--stop-timeout", "-stop-timeout":
 			v, err := next()
 			if err != nil {
@@ -402,7 +413,32 @@ func run(args []string, stdout, stderr io.Writer) int {
 		go func() { _ = live.ServeListener(lctx, ln, eng.Current) }()
 		fmt.Fprintf(progress, "live metrics on http://%s/metrics\n", ln.Addr())
 	}
+	var page *live.Page
+	if c.dashboard != "" {
+		ln, remote, err := live.ListenPage(c.dashboard)
+		if err != nil {
+			fmt.Fprintf(stderr, "planrun: --dashboard %s: %v\n", c.dashboard, err)
+			return exitBadPlan
+		}
+		page = &live.Page{}
+		eng.Observer = page
+		// The page is served until the process exits, so that it shows
+		// the final report.
+		pctx, pcancel := context.WithCancel(context.Background())
+		served := make(chan struct{})
+		go func() { defer close(served); _ = live.ServePage(pctx, ln, page) }()
+		// Open pages get the final report before the process exits.
+		defer func() { pcancel(); <-served }()
+		fmt.Fprintf(stderr, "live page on http://%s/\n", ln.Addr())
+		if remote {
+			fmt.Fprintf(stderr, "planrun: warning: the live page at %s is open to other hosts, with no authentication\n", ln.Addr())
+		}
+	}
 	res := eng.Execute(ctx, src, plans)
+	if page != nil {
+		// Before the reports are written: they may leave the series out.
+		page.Finish(res)
+	}
 	paths, werr := writeReports(res, plans[0], c.out)
 	// Standard output gets the markdown file as written (with its chart
 	// links); rendered afresh only if the file could not be written.

@@ -10,9 +10,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -45,6 +47,8 @@ type Engine struct {
 	// Remote, when set, runs the workloads in worker processes: the engine
 	// builds the stand-ins Remote gives instead of the workloads.
 	Remote Remote
+	// Observer, when set, follows each run as it goes (the live page).
+	Observer Observer
 
 	mu      sync.Mutex
 	outMu   sync.Mutex // one line at a time on Out
@@ -68,6 +72,31 @@ func (e *Engine) setCurrent(c *metrics.Collector) {
 	e.mu.Lock()
 	e.current = c
 	e.mu.Unlock()
+}
+
+// Observer follows a run while it goes on. Observe is called after each
+// per-second sample (after fewer when one observation took more than a
+// tenth of a second: never more than about a tenth of the time) from a
+// goroutine that does nothing else, so a slow Observe delays only the
+// next call, never the run; the end of a run waits for the call in
+// progress. What Live holds may be read until Observe returns and must not
+// be changed.
+type Observer interface {
+	Observe(Live)
+}
+
+// Live is a run's state of the moment, as a live page shows it.
+type Live struct {
+	// Result is the result so far, secrets redacted: the runs finished
+	// (of a matrix) and the current one with status "running" and its
+	// figures up to now (series, events, outages), the phase going on as
+	// the last of its Metrics.Phases. Its Finished times are the moment
+	// observed.
+	Result *results.Result
+	// Progress is the progress lines of the moment without their clock:
+	// one per running workload with rates over the last second, and the
+	// current step's status (such as a wait's distance to its target).
+	Progress []string
 }
 
 // Remote runs a plan's workloads in other processes (planrun workers).
@@ -122,6 +151,7 @@ type Run struct {
 	failCause context.CancelCauseFunc
 	failErr   error
 	samplers  []plan.Sampler
+	sampled   chan struct{} // a sample was taken, for the observer
 	changed   chan struct{} // closed and replaced at each workload change
 	// ctx ends with the run: background work such as collector scrapes
 	// hangs off it, so an interrupt cancels them.
@@ -213,6 +243,9 @@ func (e *Engine) executeOne(ctx context.Context, p *plan.Plan, index int, res *r
 	r := &Run{Plan: p, engine: e, coll: metrics.NewCollector(now), targets: map[string]drivers.Target{}, works: map[string]workloads.Workload{},
 		probes: map[string]any{}, phase: metrics.OpeningPhase, phaseAt: now}
 	r.coll.SetSink(e.Series, out.Label)
+	if e.Observer != nil {
+		r.sampled = make(chan struct{}, 1)
+	}
 	e.setCurrent(r.coll)
 	runCtx, cancelRun := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelRun()
@@ -239,6 +272,12 @@ func (e *Engine) executeOne(ctx context.Context, p *plan.Plan, index int, res *r
 		}
 		bg.Add(1)
 		go func() { defer bg.Done(); r.progress(runCtx) }()
+		if e.Observer != nil {
+			head := out
+			head.Combination = maps.Clone(out.Combination)
+			bg.Add(1)
+			go func() { defer bg.Done(); r.observe(runCtx, res, head) }()
+		}
 		if err := r.steps(ctx, &out); err != nil {
 			fail(err)
 		}
@@ -702,6 +741,12 @@ func (r *Run) sample(ctx context.Context) {
 			for _, line := range r.coll.Announcements(now) {
 				r.engine.printf("%s %s\n", clock(r.coll.Start()), line)
 			}
+			if r.sampled != nil {
+				select {
+				case r.sampled <- struct{}{}:
+				default: // the observer is still busy with the previous one
+				}
+			}
 		}
 	}
 }
@@ -715,61 +760,16 @@ func (r *Run) progress(ctx context.Context) {
 	}
 	t := time.NewTicker(every)
 	defer t.Stop()
-	last := 0.0
-	rates := intervalRates{}
+	var ps progressState
+	ps.reset(time.Now())
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		now := time.Now()
-		wins := r.coll.Windows(last)
-		last = now.Sub(r.coll.Start()).Seconds()
-		snap := r.coll.Snapshot(now, false)
-		for _, name := range snap.Order {
-			st := snap.Workloads[name]
-			rec := r.works[name].Recorder()
-			role := rec.Role
-			count, bytes := st.Received, st.BytesReceived
-			if !role.Receives {
-				count, bytes = st.Acked, st.BytesAcked
-			}
-			msgs, mbps := rates.next(name, count, bytes, rec.RunningTime(now))
-			if !st.Running {
-				continue
-			}
-			w := wins[name]
-			var line string
-			switch {
-			case role.Connects:
-				line = formatGauges(st.Gauges)
-			case !role.Receives:
-				line = fmt.Sprintf("%d sent, %.1f msg/s (%.2f MB/s), latency p99 %s (run: avg %s, max %s), %d failed",
-					st.Acked, msgs, mbps, msOrNA(w.P99, w.Samples), msOrNA(st.Latency.Avg, 1), msOrNA(st.Latency.Max, 1), st.Failed)
-			default:
-				line = fmt.Sprintf("%d received, %.1f msg/s (%.2f MB/s), e2e p99 %s, backlog %d msgs (%s)",
-					st.Received, msgs, mbps, msOrNA(w.E2EP99, w.Samples), st.Backlog.Messages, units.Human(float64(st.Backlog.Bytes)))
-				if st.Lag >= 0 {
-					line += fmt.Sprintf(", broker lag %d", st.Lag)
-					if !metrics.IsNA(st.LagAge) && st.LagAge >= 0.05 {
-						line += fmt.Sprintf(" (%.1f s old)", st.LagAge)
-					}
-				}
-				if role.Relays() {
-					line += fmt.Sprintf(", %d relayed", st.Acked)
-				}
-			}
-			r.engine.printf("%s %s: %s\n", clock(r.coll.Start()), name, line)
-		}
-		r.mu.Lock()
-		status, step := r.status, r.curStep
-		r.mu.Unlock()
-		if status == nil {
-			continue
-		}
-		if s := status(time.Now()); s != "" {
-			r.engine.printf("%s %s: %s\n", clock(r.coll.Start()), step, s)
+		for _, line := range r.progressLines(&ps, time.Now()) {
+			r.engine.printf("%s %s\n", clock(r.coll.Start()), line)
 		}
 	}
 }
@@ -794,6 +794,179 @@ func (ir intervalRates) next(name string, count, bytes int64, ran time.Duration)
 		return float64(count-p.count) / secs, float64(bytes-p.bytes) / secs / 1e6
 	}
 	return 0, 0
+}
+
+// progressState is what one reader of progress lines keeps between two
+// readings: the rates of a line cover the time since the previous one.
+type progressState struct {
+	last  float64
+	rates intervalRates
+}
+
+func (ps *progressState) reset(time.Time) {
+	ps.last, ps.rates = 0, intervalRates{}
+}
+
+// progressLines are the progress lines of now, without their clock: one
+// per running workload, and the current step's status.
+func (r *Run) progressLines(ps *progressState, now time.Time) []string {
+	var lines []string
+	wins := r.coll.Windows(ps.last)
+	ps.last = now.Sub(r.coll.Start()).Seconds()
+	snap := r.coll.Snapshot(now, false)
+	for _, name := range snap.Order {
+		st := snap.Workloads[name]
+		rec := r.works[name].Recorder()
+		role := rec.Role
+		count, bytes := st.Received, st.BytesReceived
+		if !role.Receives {
+			count, bytes = st.Acked, st.BytesAcked
+		}
+		msgs, mbps := ps.rates.next(name, count, bytes, rec.RunningTime(now))
+		if !st.Running {
+			continue
+		}
+		w := wins[name]
+		var line string
+		switch {
+		case role.Connects:
+			line = formatGauges(st.Gauges)
+		case !role.Receives:
+			line = fmt.Sprintf("%d sent, %.1f msg/s (%.2f MB/s), latency p99 %s (run: avg %s, max %s), %d failed",
+				st.Acked, msgs, mbps, msOrNA(w.P99, w.Samples), msOrNA(st.Latency.Avg, 1), msOrNA(st.Latency.Max, 1), st.Failed)
+		default:
+			line = fmt.Sprintf("%d received, %.1f msg/s (%.2f MB/s), e2e p99 %s, backlog %d msgs (%s)",
+				st.Received, msgs, mbps, msOrNA(w.E2EP99, w.Samples), st.Backlog.Messages, units.Human(float64(st.Backlog.Bytes)))
+			if st.Lag >= 0 {
+				line += fmt.Sprintf(", broker lag %d", st.Lag)
+				if !metrics.IsNA(st.LagAge) && st.LagAge >= 0.05 {
+					line += fmt.Sprintf(" (%.1f s old)", st.LagAge)
+				}
+			}
+			if role.Relays() {
+				line += fmt.Sprintf(", %d relayed", st.Acked)
+			}
+		}
+		lines = append(lines, fmt.Sprintf("%s: %s", name, line))
+	}
+	r.mu.Lock()
+	status, step := r.status, r.curStep
+	r.mu.Unlock()
+	if status != nil {
+		if s := status(now); s != "" {
+			lines = append(lines, fmt.Sprintf("%s: %s", step, s))
+		}
+	}
+	return lines
+}
+
+// observe hands the observer the run's state after each sample until the
+// run ends. head is the run as it began (index, label, start).
+func (r *Run) observe(ctx context.Context, res *results.Result, head results.Run) {
+	var ps progressState
+	ps.reset(time.Now())
+	// An observation that took long (a day of series to copy and draw)
+	// is not made again for ten times as long: the observer takes at most
+	// about a tenth of a core.
+	var next time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.sampled:
+		}
+		now := time.Now()
+		if now.Before(next) {
+			continue
+		}
+		lines := r.progressLines(&ps, now)
+		run := head
+		// Finished is the moment observed: what a page shows as the time
+		// the run took so far.
+		run.Status, run.Finished = "running", now
+		run.Metrics = r.coll.Snapshot(now, true)
+		if run.Metrics.Phase.Name != metrics.OpeningPhase || hasFigures(run.Metrics.Phase) {
+			run.Metrics.Phases = append(run.Metrics.Phases, run.Metrics.Phase)
+		}
+		run.Kinds, run.Roles = map[string]string{}, map[string]metrics.Role{}
+		for name, w := range r.works {
+			run.Kinds[name] = w.Recorder().Kind
+			run.Roles[name] = w.Recorder().Role
+		}
+		run.Metrics.FinalRates(run.Roles)
+		r.mu.Lock()
+		run.Asserts = slices.Clone(r.asserts)
+		run.Probes = maps.Clone(r.probes)
+		run.Searches = slices.Clone(r.searches)
+		run.Warnings = slices.Clone(r.warnings)
+		r.mu.Unlock()
+		cur := *res
+		cur.Status, cur.Finished = "running", now
+		cur.Runs = append(slices.Clone(res.Runs), run)
+		cur.Vars = maps.Clone(res.Vars)
+		cur.Targets = slices.Clone(res.Targets)
+		if err := redactLive(&cur, r.Plan.Secrets); err != nil {
+			continue // nothing is shown rather than a secret
+		}
+		for i, l := range lines {
+			lines[i] = redact.Redact(l, r.Plan.Secrets)
+		}
+		r.engine.Observer.Observe(Live{Result: &cur, Progress: lines})
+		next = now.Add(10 * time.Since(now))
+	}
+}
+
+// redactLive redacts a live result. Much of it is shared with the run
+// going on (the closed phases' maps, probe values, the series points'
+// gauges): it is redacted in a copy of its own, made through JSON but for
+// the series, whose points are copies already and have only their phase
+// names to redact.
+func redactLive(res *results.Result, secrets map[string]bool) error {
+	if len(secrets) == 0 {
+		return nil
+	}
+	type series struct {
+		points map[string][]metrics.Point
+		extra  []metrics.ExtraPoint
+	}
+	kept := make([]series, len(res.Runs))
+	for i := range res.Runs {
+		m := &res.Runs[i].Metrics
+		kept[i] = series{m.Series, m.ExtraSeries}
+		m.Series, m.ExtraSeries = nil, nil
+	}
+	data, err := json.Marshal(res)
+	if err != nil {
+		return err
+	}
+	var own results.Result
+	if err := json.Unmarshal(data, &own); err != nil {
+		return err
+	}
+	redact.RedactAll(&own, secrets)
+	for i := range own.Runs {
+		m := &own.Runs[i].Metrics
+		m.Series, m.ExtraSeries = kept[i].points, kept[i].extra
+		for _, pts := range m.Series {
+			for j := range pts {
+				pts[j].Phase = redact.Redact(pts[j].Phase, secrets)
+			}
+		}
+	}
+	*res = own
+	return nil
+}
+
+// hasFigures reports whether anything was measured in a phase: an
+// opening phase without figures is left out, as the final result leaves
+// it out.
+func hasFigures(p metrics.Phase) bool {
+	for _, s := range p.Workloads {
+		if s.Acked+s.Received+s.Failed > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // msOrNA prints a latency figure of the last interval, or says there was

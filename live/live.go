@@ -5,7 +5,6 @@ package live
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"net"
@@ -33,24 +32,7 @@ func Serve(ctx context.Context, addr string, snap func() metrics.Snapshot) error
 // ServeListener is Serve on a listener the caller opened; it closes ln.
 func ServeListener(ctx context.Context, ln net.Listener, snap func() metrics.Snapshot) error {
 	srv := &http.Server{Handler: Handler(snap), ReadHeaderTimeout: 5 * time.Second}
-	done := make(chan struct{})
-	defer close(done)
-	go func() {
-		select {
-		case <-ctx.Done():
-		case <-done:
-			return
-		}
-		// A scrape in flight gets a moment to finish.
-		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}()
-	err := srv.Serve(ln)
-	if errors.Is(err, http.ErrServerClosed) {
-		return nil
-	}
-	return err
+	return serve(ctx, srv, ln)
 }
 
 // Handler answers GET /metrics with the figures of one snapshot per scrape,
