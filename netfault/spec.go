@@ -18,7 +18,7 @@ type Options struct {
 
 // Condition is the link condition the options set.
 func (o Options) Condition() Condition {
-	return Condition{Latency: o.Latency, Jitter: o.Jitter, Bandwidth: o.Bandwidth}
+	return Condition(o)
 }
 
 // Spec is a target's proxy: key: true, or a mapping of the condition the
