@@ -161,9 +161,9 @@ func TestDashboardInBrowser(t *testing.T) {
 			p, c := ph.Workloads["producer"], ph.Workloads["consumer"]
 			for _, cell := range []struct{ table, col, got, want string }{
 				{"Produce", "acked", prod.Cell(t, "acked", ph.Name, "producer"), reporters.I(p.Acked)},
-				{"Produce", "p99", prod.Cell(t, "p99", ph.Name, "producer"), reporters.F(p.Latency.P99, 2)},
+				{"Produce", "p99", prod.Cell(t, "send p99 ms", ph.Name, "producer"), reporters.F(p.Latency.P99, 2)},
 				{"Consume", "received", cons.Cell(t, "received", ph.Name, "consumer"), reporters.I(c.Received)},
-				{"Consume", "p99", cons.Cell(t, "p99", ph.Name, "consumer"), reporters.F(c.E2E.P99, 2)},
+				{"Consume", "p99", cons.Cell(t, "e2e p99 ms", ph.Name, "consumer"), reporters.F(c.E2E.P99, 2)},
 			} {
 				if cell.got != cell.want {
 					t.Errorf("%s table, phase %s, %s: the page shows %s, the JSON has %s", cell.table, ph.Name, cell.col, cell.got, cell.want)

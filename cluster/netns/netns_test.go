@@ -27,6 +27,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/planrun/planrun/engine/enginetest"
+	"github.com/planrun/planrun/metrics"
 	"github.com/planrun/planrun/results"
 )
 
@@ -205,7 +206,9 @@ func TestWorkersAcrossNetworkNamespaces(t *testing.T) {
 		addrs, workers := n.startWorkers(t, workerTLS)
 		var cut time.Time
 		r := n.conductWhile(t, addrs, append([]string{"--set", "count=100000000"}, conductorTLS...), func(ctx context.Context, out string) {
-			if waitFile(t, ctx, filepath.Join(out, "netns.series.jsonl")) {
+			// Cut once both workloads of the worker to cut have had
+			// acknowledgements merged: the report must keep them.
+			if waitAcked(t, ctx, filepath.Join(out, "netns.series.jsonl"), "fleet", "orders") {
 				// Up again before the processes end, so that their
 				// connections close at once rather than keep the
 				// namespaces alive until the kernel gives up on them.
@@ -475,6 +478,36 @@ func waitFile(t *testing.T, ctx context.Context, path string) bool {
 	defer cancel()
 	for {
 		if b, _ := os.ReadFile(path); len(b) > 0 {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// waitAcked waits until the series file at path holds a state with
+// acknowledgements for each of the workloads named.
+func waitAcked(t *testing.T, ctx context.Context, path string, names ...string) bool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for {
+		b, _ := os.ReadFile(path)
+		acked := map[string]bool{}
+		for _, line := range strings.Split(string(b), "\n") {
+			var l metrics.SeriesLine
+			if json.Unmarshal([]byte(line), &l) == nil && l.State != nil && l.State.Acked > 0 {
+				acked[l.Workload] = true
+			}
+		}
+		all := true
+		for _, n := range names {
+			all = all && acked[n]
+		}
+		if all {
 			return true
 		}
 		select {
