@@ -234,3 +234,78 @@ func BenchmarkApplyPackedFleet(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/(2*clients), "ns/message")
 }
+
+// What the conductor spends merging a fleet's packed deltas as the fleet
+// benchmark (bench/workers/traffic.sh fleet) sends them: 3 workers, 20
+// sending threads each, every thread spreading its messages over 50 client
+// topics at 1 msg/s per client, and a wildcard consumer on the first worker
+// receiving every message. One op is one second: a delta from each worker.
+func BenchmarkApplyPackedFleetWorkers(b *testing.B) {
+	const workers, threads, perThread = 3, 20, 50
+	const clients = workers * threads * perThread
+	key := GroupKey{"mq", "devices/+/data", "sink"}
+	match := func(topic string) bool { return strings.HasPrefix(topic, "devices/") }
+	conductor := NewAccounting(1)
+	conductor.Group(key, match)
+	type worker struct {
+		a *Accounting
+		g *Group
+		p *Packer
+		u *Unpacker
+	}
+	ws := make([]worker, workers)
+	for i := range ws {
+		a := NewAccounting(1)
+		a.TrackDeltas()
+		ws[i] = worker{a, a.Group(key, match), NewPacker(), NewUnpacker()}
+	}
+	topics := make([]string, clients)
+	for i := range topics {
+		topics[i] = "devices/" + strconv.Itoa(i) + "/data"
+	}
+	var second uint64
+	deltas := func() []PackedDelta {
+		for w := range ws {
+			for t := range threads {
+				stream := uint32(w*threads+t) << 16
+				for c := range perThread {
+					h := Header{Run: 1, Producer: stream, Seq: second*perThread + uint64(c)}
+					ws[w].a.Ack("mq", topics[(w*threads+t)*perThread+c], h, true, 200)
+					ws[0].a.Receive(ws[0].g, h, true, 0, 200)
+				}
+			}
+		}
+		second++
+		out := make([]PackedDelta, workers)
+		for w := range ws {
+			d, err := ws[w].a.PackDelta(ws[w].p)
+			if err != nil {
+				b.Fatal(err)
+			}
+			out[w] = d
+		}
+		return out
+	}
+	apply := func(ds []PackedDelta) {
+		for w, d := range ds {
+			if err := conductor.ApplyPacked(ws[w].u, d); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	apply(deltas())
+	ds := make([][]PackedDelta, b.N)
+	for i := range ds {
+		ds[i] = deltas()
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		apply(ds[i])
+	}
+	b.StopTimer()
+	if st := conductor.Stats(key); st.Expected != int64(clients)*int64(b.N+1) || st.Backlog.Messages != 0 || st.Duplicates != 0 {
+		b.Fatalf("merged %+v after %d seconds", st, b.N+1)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/(2*clients), "ns/message")
+}
