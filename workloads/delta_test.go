@@ -236,10 +236,12 @@ func BenchmarkApplyPackedFleet(b *testing.B) {
 }
 
 // What the conductor spends merging a fleet's packed deltas as the fleet
-// benchmark (bench/workers/traffic.sh fleet) sends them: 3 workers, 20
-// sending threads each, every thread spreading its messages over 50 client
-// topics at 1 msg/s per client, and a wildcard consumer on the first worker
-// receiving every message. One op is one second: a delta from each worker.
+// benchmark (bench/workers/traffic.sh fleet) sends them: 3 workers of
+// 1,000 clients and 20 sending threads each, every client publishing 1
+// msg/s to its own topic through whichever thread is free (each thread's
+// sequence numbers run consecutively over random clients), and a wildcard
+// consumer on the first worker receiving every message. One op is one
+// second of the fleet: a delta from each worker.
 func BenchmarkApplyPackedFleetWorkers(b *testing.B) {
 	const workers, threads, perThread = 3, 20, 50
 	const clients = workers * threads * perThread
@@ -263,19 +265,18 @@ func BenchmarkApplyPackedFleetWorkers(b *testing.B) {
 	for i := range topics {
 		topics[i] = "devices/" + strconv.Itoa(i) + "/data"
 	}
-	var second uint64
+	rng := rand.New(rand.NewPCG(1, 2))
+	next := make([]uint64, workers*threads)
 	deltas := func() []PackedDelta {
 		for w := range ws {
-			for t := range threads {
-				stream := uint32(w*threads+t) << 16
-				for c := range perThread {
-					h := Header{Run: 1, Producer: stream, Seq: second*perThread + uint64(c)}
-					ws[w].a.Ack("mq", topics[(w*threads+t)*perThread+c], h, true, 200)
-					ws[0].a.Receive(ws[0].g, h, true, 0, 200)
-				}
+			for c := range threads * perThread {
+				t := w*threads + rng.IntN(threads)
+				h := Header{Run: 1, Producer: uint32(w)<<16 | uint32(t), Seq: next[t]}
+				next[t]++
+				ws[w].a.Ack("mq", topics[w*threads*perThread+c], h, true, 200)
+				ws[0].a.Receive(ws[0].g, h, true, 0, 200)
 			}
 		}
-		second++
 		out := make([]PackedDelta, workers)
 		for w := range ws {
 			d, err := ws[w].a.PackDelta(ws[w].p)
