@@ -202,9 +202,7 @@ func (a *Accounting) ackBitmapLocked(k destKey, stream uint32, b *roaring64.Bitm
 	if b.IsEmpty() {
 		return
 	}
-	// Unions into new bitmaps: roaring's in-place union of two run
-	// containers adds value by value, its union merges the runs.
-	d.acked[stream] = roaring64.Or(acked, b)
+	d.acked[stream] = union(acked, b, b.GetCardinality())
 	for _, g := range d.groups {
 		g.expectBitmap(stream, b, bytes)
 	}
@@ -221,7 +219,7 @@ func (g *Group) expectBitmap(stream uint32, b *roaring64.Bitmap, bytes int) {
 	if n == 0 {
 		return
 	}
-	g.expected[stream] = roaring64.Or(exp, fresh)
+	g.expected[stream] = union(exp, fresh, uint64(n))
 	g.expectedN += n
 	g.expectedB += n * int64(bytes)
 	if seen := g.seen[stream]; seen != nil {
@@ -241,7 +239,7 @@ func (a *Accounting) seenBitmapLocked(g *Group, stream uint32, b *roaring64.Bitm
 	if n == 0 {
 		return
 	}
-	g.seen[stream] = roaring64.Or(seen, b)
+	g.seen[stream] = union(seen, b, uint64(n))
 	g.distinctN += n
 	g.distinctB += n * int64(bytes)
 	if e := g.expected[stream]; e != nil {
@@ -252,4 +250,21 @@ func (a *Accounting) seenBitmapLocked(g *Group, stream uint32, b *roaring64.Bitm
 	if a.tracking {
 		bitmap(pendingFor(a.pendSeen, g.key), stream).Or(b)
 	}
+}
+
+// smallUnion is the largest number of values union adds to a bitmap in
+// place.
+const smallUnion = 1024
+
+// union returns dst with the n values of b added. A few are added in place:
+// a new bitmap would copy every container of dst, several kilobytes per
+// stream for the few sequence numbers a second of an MQTT fleet brings. More
+// go into a new bitmap: roaring's in-place union of two run containers adds
+// value by value, its union merges the runs.
+func union(dst, b *roaring64.Bitmap, n uint64) *roaring64.Bitmap {
+	if n <= smallUnion {
+		dst.Or(b)
+		return dst
+	}
+	return roaring64.Or(dst, b)
 }

@@ -234,3 +234,79 @@ func BenchmarkApplyPackedFleet(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/(2*clients), "ns/message")
 }
+
+// What the conductor spends merging a fleet's packed deltas as the fleet
+// benchmark (bench/workers/traffic.sh fleet) sends them: 3 workers of
+// 1,000 clients and 20 sending threads each, every client publishing 1
+// msg/s to its own topic through whichever thread is free (each thread's
+// sequence numbers run consecutively over random clients), and a wildcard
+// consumer on the first worker receiving every message. One op is one
+// second of the fleet: a delta from each worker.
+func BenchmarkApplyPackedFleetWorkers(b *testing.B) {
+	const workers, threads, perThread = 3, 20, 50
+	const clients = workers * threads * perThread
+	key := GroupKey{"mq", "devices/+/data", "sink"}
+	match := func(topic string) bool { return strings.HasPrefix(topic, "devices/") }
+	conductor := NewAccounting(1)
+	conductor.Group(key, match)
+	type worker struct {
+		a *Accounting
+		g *Group
+		p *Packer
+		u *Unpacker
+	}
+	ws := make([]worker, workers)
+	for i := range ws {
+		a := NewAccounting(1)
+		a.TrackDeltas()
+		ws[i] = worker{a, a.Group(key, match), NewPacker(), NewUnpacker()}
+	}
+	topics := make([]string, clients)
+	for i := range topics {
+		topics[i] = "devices/" + strconv.Itoa(i) + "/data"
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	next := make([]uint64, workers*threads)
+	deltas := func() []PackedDelta {
+		for w := range ws {
+			for c := range threads * perThread {
+				t := w*threads + rng.IntN(threads)
+				h := Header{Run: 1, Producer: uint32(w)<<16 | uint32(t), Seq: next[t]}
+				next[t]++
+				ws[w].a.Ack("mq", topics[w*threads*perThread+c], h, true, 200)
+				ws[0].a.Receive(ws[0].g, h, true, 0, 200)
+			}
+		}
+		out := make([]PackedDelta, workers)
+		for w := range ws {
+			d, err := ws[w].a.PackDelta(ws[w].p)
+			if err != nil {
+				b.Fatal(err)
+			}
+			out[w] = d
+		}
+		return out
+	}
+	apply := func(ds []PackedDelta) {
+		for w, d := range ds {
+			if err := conductor.ApplyPacked(ws[w].u, d); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	apply(deltas())
+	ds := make([][]PackedDelta, b.N)
+	for i := range ds {
+		ds[i] = deltas()
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		apply(ds[i])
+	}
+	b.StopTimer()
+	if st := conductor.Stats(key); st.Expected != int64(clients)*int64(b.N+1) || st.Backlog.Messages != 0 || st.Duplicates != 0 {
+		b.Fatalf("merged %+v after %d seconds", st, b.N+1)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/(2*clients), "ns/message")
+}

@@ -1,9 +1,11 @@
 package workloads
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/RoaringBitmap/roaring/v2/roaring64"
@@ -71,13 +73,22 @@ type Unpacker struct {
 	groups []*Group
 	sizes  map[uint32]int
 	// scratch, reused from delta to delta
-	recs  []packedRun
-	fresh map[groupStream][]uint64
+	recs []packedRun
+	// fresh indexes expect: per group and stream, the sequence numbers
+	// acknowledged one by one in the delta being applied (kept from delta
+	// to delta, emptied).
+	fresh  map[groupStream]int
+	expect []freshSeqs
+}
+
+type freshSeqs struct {
+	groupStream
+	seqs []uint64
 }
 
 // NewUnpacker returns an empty dictionary.
 func NewUnpacker() *Unpacker {
-	return &Unpacker{sizes: map[uint32]int{}, fresh: map[groupStream][]uint64{}}
+	return &Unpacker{sizes: map[uint32]int{}, fresh: map[groupStream]int{}}
 }
 
 // packedRun is a range of sequence numbers of one stream to one
@@ -348,14 +359,8 @@ func (a *Accounting) applyRuns(u *Unpacker, recs []packedRun, g *Group) error {
 			return errPacked
 		}
 	}
-	sort.Slice(recs, func(i, j int) bool {
-		if recs[i].id != recs[j].id {
-			return recs[i].id < recs[j].id
-		}
-		if recs[i].stream != recs[j].stream {
-			return recs[i].stream < recs[j].stream
-		}
-		return recs[i].start < recs[j].start
+	slices.SortFunc(recs, func(x, y packedRun) int {
+		return cmp.Or(cmp.Compare(x.id, y.id), cmp.Compare(x.stream, y.stream), cmp.Compare(x.start, y.start))
 	})
 	for i := 0; i < len(recs); {
 		j, total := i, uint64(0)
@@ -381,7 +386,13 @@ func (a *Accounting) applyRuns(u *Unpacker, recs []packedRun, g *Group) error {
 					if a.ackDestLocked(d, stream, s, size) {
 						for _, dg := range d.groups {
 							k := groupStream{dg, stream}
-							u.fresh[k] = append(u.fresh[k], s)
+							i, ok := u.fresh[k]
+							if !ok {
+								i = len(u.expect)
+								u.fresh[k] = i
+								u.expect = append(u.expect, freshSeqs{groupStream: k})
+							}
+							u.expect[i].seqs = append(u.expect[i].seqs, s)
 						}
 					}
 				}
@@ -402,15 +413,20 @@ func (a *Accounting) applyRuns(u *Unpacker, recs []packedRun, g *Group) error {
 		}
 		i = j
 	}
-	for k, seqs := range u.fresh {
-		b := roaring64.New()
-		b.AddMany(seqs)
-		size, ok := u.sizes[k.stream]
-		if !ok {
-			size = a.sizes[k.stream]
+	for i := range u.expect {
+		e := &u.expect[i]
+		if len(e.seqs) == 0 {
+			continue
 		}
-		k.g.expectBitmap(k.stream, b, size)
-		delete(u.fresh, k)
+		slices.Sort(e.seqs) // roaring adds sorted values container by container
+		b := roaring64.New()
+		b.AddMany(e.seqs)
+		size, ok := u.sizes[e.stream]
+		if !ok {
+			size = a.sizes[e.stream]
+		}
+		e.g.expectBitmap(e.stream, b, size)
+		e.seqs = e.seqs[:0]
 	}
 	return nil
 }
