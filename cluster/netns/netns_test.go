@@ -471,23 +471,6 @@ func (n *network) checkCounts(t *testing.T, r *runResult) {
 	}
 }
 
-// waitFile waits until the file has something in it, or ctx ends.
-func waitFile(t *testing.T, ctx context.Context, path string) bool {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	for {
-		if b, _ := os.ReadFile(path); len(b) > 0 {
-			return true
-		}
-		select {
-		case <-ctx.Done():
-			return false
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
-
 // waitAcked waits until the series file at path holds a state with
 // acknowledgements for each of the workloads named.
 func waitAcked(t *testing.T, ctx context.Context, path string, names ...string) bool {
