@@ -264,7 +264,6 @@ func (t *Target) clientOptions(keepAlive time.Duration, clean bool) *paho.Client
 	o.SetConnectTimeout(t.cfg.connectTimeout())
 	o.SetKeepAlive(keepAlive)
 	o.SetCleanSession(clean)
-	o.SetStore(newCopyingStore())
 	// planrun retries failed first connections itself (counting them and
 	// keeping to connect_rate); paho reconnects established ones.
 	o.SetConnectRetry(false)
