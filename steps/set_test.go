@@ -191,9 +191,10 @@ steps:
 	}
 	for name, r := range perThread {
 		// At most 50/s a thread (20 ms a send), plus the sends that ended
-		// threads had begun before the change: more means more threads
-		// than asked for.
-		if r > 55 || r < 15 {
+		// threads had begun before the change (up to two each of the 7
+		// threads ended when eight become one: 14 in 3 s, about 5 a
+		// second): more means more threads than asked for.
+		if r > 60 || r < 15 {
 			t.Errorf("phase %s: %.1f msg/s per thread, want at most about 50", name, r)
 		}
 	}
