@@ -151,25 +151,12 @@ func TestDashboardInBrowser(t *testing.T) {
 		if c := page.Chart(t, 0, "Message rates"); len(c.Series) != 2 || c.Points != samples {
 			t.Errorf("Message rates: %d curves of %d points, the result has 2 workloads of %d samples", len(c.Series), c.Points, samples)
 		}
-		prod, cons := page.Table(t, 0, "Produce"), page.Table(t, 0, "Consume")
 		if len(run.Metrics.Phases) != 2 {
 			t.Fatalf("the result has phases %q, want load and drain", run.Metrics.PhaseNames())
 		}
 		// The load phase, where both workloads ran throughout (the drain
 		// phase may have no row of the stopped producer's).
-		for _, ph := range run.Metrics.Phases[:1] {
-			p, c := ph.Workloads["producer"], ph.Workloads["consumer"]
-			for _, cell := range []struct{ table, col, got, want string }{
-				{"Produce", "acked", prod.Cell(t, "acked", ph.Name, "producer"), reporters.I(p.Acked)},
-				{"Produce", "p99", prod.Cell(t, "send p99 ms", ph.Name, "producer"), reporters.F(p.Latency.P99, 2)},
-				{"Consume", "received", cons.Cell(t, "received", ph.Name, "consumer"), reporters.I(c.Received)},
-				{"Consume", "p99", cons.Cell(t, "e2e p99 ms", ph.Name, "consumer"), reporters.F(c.E2E.P99, 2)},
-			} {
-				if cell.got != cell.want {
-					t.Errorf("%s table, phase %s, %s: the page shows %s, the JSON has %s", cell.table, ph.Name, cell.col, cell.got, cell.want)
-				}
-			}
-		}
+		checkPhaseCells(t, page, run.Metrics.Phases[:1])
 	})
 }
 

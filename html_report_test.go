@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/planrun/planrun/internal/browser"
+	"github.com/planrun/planrun/metrics"
 	"github.com/planrun/planrun/reporters"
 	"github.com/planrun/planrun/reporters/htmltest"
 	"github.com/planrun/planrun/results"
@@ -86,20 +87,7 @@ report:
 		if bl := page.Chart(t, 0, "Backlog").Series[0]; bl.Max == nil || *bl.Max <= 0 {
 			t.Errorf("the backlog chart never rises while the consumer is stopped: %+v", bl)
 		}
-		prod, cons := page.Table(t, 0, "Produce"), page.Table(t, 0, "Consume")
-		for _, ph := range run.Metrics.Phases {
-			p, c := ph.Workloads["producer"], ph.Workloads["consumer"]
-			for _, cell := range []struct{ table, col, got, want string }{
-				{"Produce", "acked", prod.Cell(t, "acked", ph.Name, "producer"), reporters.I(p.Acked)},
-				{"Produce", "p99", prod.Cell(t, "send p99 ms", ph.Name, "producer"), reporters.F(p.Latency.P99, 2)},
-				{"Consume", "received", cons.Cell(t, "received", ph.Name, "consumer"), reporters.I(c.Received)},
-				{"Consume", "p99", cons.Cell(t, "e2e p99 ms", ph.Name, "consumer"), reporters.F(c.E2E.P99, 2)},
-			} {
-				if cell.got != cell.want {
-					t.Errorf("%s table, phase %s, %s: the page shows %s, the JSON has %s", cell.table, ph.Name, cell.col, cell.got, cell.want)
-				}
-			}
-		}
+		checkPhaseCells(t, page, run.Metrics.Phases)
 		if len(res.Tables) > 0 {
 			plan := page.Table(t, -1, "By phase")
 			for _, row := range res.Tables[0].Rows {
@@ -132,4 +120,25 @@ report:
 		}
 		check(t, filepath.Join(again, "html-report.html"), fromSeries)
 	})
+}
+
+// checkPhaseCells checks that the page's Produce and Consume tables show, for
+// each phase given, the producer's acked and send p99 and the consumer's
+// received and end-to-end p99 of the result.
+func checkPhaseCells(t *testing.T, page *htmltest.Page, phases []metrics.Phase) {
+	t.Helper()
+	prod, cons := page.Table(t, 0, "Produce"), page.Table(t, 0, "Consume")
+	for _, ph := range phases {
+		p, c := ph.Workloads["producer"], ph.Workloads["consumer"]
+		for _, cell := range []struct{ table, col, got, want string }{
+			{"Produce", "acked", prod.Cell(t, "acked", ph.Name, "producer"), reporters.I(p.Acked)},
+			{"Produce", "p99", prod.Cell(t, "send p99 ms", ph.Name, "producer"), reporters.F(p.Latency.P99, 2)},
+			{"Consume", "received", cons.Cell(t, "received", ph.Name, "consumer"), reporters.I(c.Received)},
+			{"Consume", "p99", cons.Cell(t, "e2e p99 ms", ph.Name, "consumer"), reporters.F(c.E2E.P99, 2)},
+		} {
+			if cell.got != cell.want {
+				t.Errorf("%s table, phase %s, %s: the page shows %s, the JSON has %s", cell.table, ph.Name, cell.col, cell.got, cell.want)
+			}
+		}
+	}
 }
